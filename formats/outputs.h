@@ -1,0 +1,40 @@
+// From a capture file to everything a run leaves behind: analysis, the printed
+// table, summary.json, table.txt and the traces. Used by `run` after the target
+// exits and by `report` on a saved capture.
+#pragma once
+
+#include <ostream>
+#include <stdexcept>
+#include <string>
+
+namespace torchprof {
+
+// Unreadable or invalid input (missing file, foreign file, bad option value): exit 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct OutputOptions {
+  std::string out_dir;                        // summary.json, table.txt, traces/ go here
+  std::string sort;                           // torch sort key; "" = cuda_time_total or cpu_time_total
+  int row_limit = 100;                        // as key_averages().table(); <= 0 = all rows
+  std::string schedule;                       // "wait=…,warmup=…,active=…"; "" = every step, one cycle
+  std::string step_marker = "^ProfilerStep#"; // ECMAScript regex on NVTX range and mark names
+  std::string worker_name;                    // "" = each process's own (<host>_<pid>)
+  bool gzip = false;                          // traces as .pt.trace.json.gz
+  std::string format = "table";               // what goes to `out`: table|csv|json|markdown
+  bool write_files = true;                    // false: print only
+  bool quiet = false;                         // nothing on `out`
+};
+
+struct OutputResult {
+  int target_exit_code = 0;  // as recorded in the capture
+  bool truncated = false;    // the capture ended early; what it held was reported
+  std::string out_dir;
+};
+
+// Throws InputError for captures that cannot be read at all.
+OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
+                           std::ostream& out);
+
+}  // namespace torchprof

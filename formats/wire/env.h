@@ -1,0 +1,27 @@
+// The TORCHPROF_* environment variables: the launcher sets them (cli/child_env.cpp),
+// the injected library reads them once (inject/config.cpp). Documented in
+// man/torchprof-run.1 under ENVIRONMENT.
+#pragma once
+
+namespace torchprof::env {
+
+// Path of the collector's Unix socket. Unset: the injected library stays inert.
+constexpr const char* kSocket = "TORCHPROF_SOCKET";
+// Absolute path of libtorchprof_inject.so, to put back into a scrubbed environment.
+constexpr const char* kLib = "TORCHPROF_LIB";
+// trace,debug,info,warn,error,off: what the injected library prints to stderr (cold path only).
+constexpr const char* kLogLevel = "TORCHPROF_LOG_LEVEL";
+// Per-thread buffer size in KiB (default 1024).
+constexpr const char* kBufferKb = "TORCHPROF_BUFFER_KB";
+// Flush interval of the per-process flusher thread in ms (default 20).
+constexpr const char* kFlushMs = "TORCHPROF_FLUSH_MS";
+// Most time spent flushing at process exit, in ms (default 2000).
+constexpr const char* kExitTimeoutMs = "TORCHPROF_EXIT_TIMEOUT_MS";
+// Worker name for this process's traces instead of <host>_<pid>.
+constexpr const char* kWorkerName = "TORCHPROF_WORKER_NAME";
+// Path of libcupti to dlopen instead of the toolkit's.
+constexpr const char* kCuptiLib = "TORCHPROF_CUPTI_LIB";
+// Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
+constexpr const char* kTrace = "TORCHPROF_TRACE";
+
+}  // namespace torchprof::env

@@ -1,0 +1,170 @@
+// The wire protocol between the injected library (inject/) and the collector.
+//
+// A process opens one stream socket to the collector and sends messages, each a
+// MsgHeader followed by `size` bytes of body:
+//
+//   Hello            once, first; the collector answers with a HelloAck
+//   Frame            any number: one thread's records, zstd-compressed
+//   Bye              once, last, when the process exits cleanly or dies of a signal
+//
+// A Frame body is a FrameHeader followed by the compressed bytes. Decompressed, it
+// is a run of 32-byte slots: a Record head, then `extra` continuation slots that
+// belong to that record (the bytes of a string, a GPU record's extra fields).
+// A decoder that meets an unknown kind skips 1 + extra slots, so new kinds never
+// break old readers.
+//
+// Every struct here is part of the format: sizes and offsets are asserted below,
+// and any change to them bumps kProtocolVersion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace torchprof::wire {
+
+constexpr uint32_t kProtocolVersion = 1;
+constexpr char kHelloMagic[8] = {'T', 'P', 'R', 'F', 'H', 'L', 'O', '1'};
+constexpr uint32_t kSlotSize = 32;
+// Largest body the collector accepts in one message; bigger closes the connection.
+constexpr uint32_t kMaxMessageBody = 16u << 20;
+// Strings longer than this are cut (255 continuation slots of 32 bytes).
+constexpr uint32_t kMaxStringBytes = 255 * kSlotSize;
+
+enum class MsgType : uint32_t {
+  kHello = 1,
+  kHelloAck = 2,
+  kFrame = 3,
+  kBye = 4,
+};
+
+struct MsgHeader {
+  uint32_t type;  // MsgType
+  uint32_t size;  // body bytes that follow
+};
+
+// Hello: fixed part, then exe_len bytes of executable path, cmdline_len bytes of
+// NUL-separated argv, host_len bytes of host name, env_len bytes of NUL-separated
+// "KEY=VALUE" entries (only the variables the analysis needs: RANK and friends,
+// TORCHPROF_WORKER_NAME).
+struct Hello {
+  char magic[8];
+  uint32_t version;      // kProtocolVersion
+  uint32_t slot_size;    // kSlotSize
+  int32_t pid;
+  int32_t ppid;
+  uint64_t mono_ns;      // CLOCK_MONOTONIC and CLOCK_REALTIME read back to back:
+  uint64_t real_ns;      // converts record timestamps to Unix-epoch ns
+  uint32_t exe_len;
+  uint32_t cmdline_len;
+  uint32_t host_len;
+  uint32_t env_len;
+};
+
+enum class AckStatus : uint32_t {
+  kOk = 0,
+  kBadVersion = 1,
+  kBadMagic = 2,
+  kRefused = 3,  // wrong uid, collector shutting down, …
+};
+
+struct HelloAck {
+  uint32_t version;  // the collector's kProtocolVersion
+  uint32_t status;   // AckStatus
+};
+
+enum class FrameEncoding : uint32_t {
+  kZstdRaw = 0,  // zstd of the slots as they are
+};
+
+struct FrameHeader {
+  uint32_t tid;       // OS thread id whose records these are
+  uint32_t encoding;  // FrameEncoding
+  uint32_t raw_size;  // bytes after decompression, a multiple of kSlotSize
+  uint32_t seq;       // per-thread frame number, from 0; a gap means a lost frame
+};
+
+enum class ExitKind : int32_t {
+  kExit = 0,     // status = exit code (exit, _exit, return from main)
+  kSignal = 1,   // status = signal number
+  kExec = 2,     // the image was replaced by exec; the pid goes on
+  kUnknown = 3,  // the flusher was stopped without knowing why
+};
+
+struct Bye {
+  int32_t exit_kind;    // ExitKind
+  int32_t exit_status;
+  uint64_t emitted;     // records the program produced, over all threads
+  uint64_t dropped;     // of those, records that were not delivered
+  uint64_t mono_ns;     // when the process ended
+};
+
+// ---------------------------------------------------------------------------
+// Records
+
+enum class Kind : uint8_t {
+  kPad = 0,          // filler, ignored
+  kString = 1,       // name = new string id, a = byte length; bytes in `extra` slots
+  kPush = 2,         // domain, name, ts, a = attr (category | payload type), b = payload
+  kPop = 3,          // domain, ts
+  kStart = 4,        // domain, name, ts, a = range id, b = attr; a kPayload may follow
+  kEnd = 5,          // ts, a = range id (may be on another thread than its kStart)
+  kMark = 6,         // domain, name, ts, a = attr, b = payload
+  kDomain = 7,       // domain = new domain id, name = its name (0 for a nameless one)
+  kCategory = 8,     // domain, name = category's name, a = category id
+  kThreadName = 9,   // name, a = OS tid being named (0 = this thread)
+  kDropped = 10,     // a = records dropped on this thread so far, b = emitted so far
+  kPayload = 11,     // a = attr, b = payload of the record just before
+  kThreadStart = 12, // ts = first event of this thread, a = 1 if it is the main thread
+};
+
+// Payload types carried in attr bits 32..39 (NVTX's nvtxPayloadType_t values).
+enum class PayloadType : uint8_t {
+  kNone = 0,
+  kU64 = 1,
+  kI64 = 2,
+  kDouble = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kFloat = 6,
+};
+
+constexpr uint64_t make_attr(uint32_t category, PayloadType type) {
+  return uint64_t{category} | (uint64_t{static_cast<uint8_t>(type)} << 32);
+}
+constexpr uint32_t attr_category(uint64_t attr) { return static_cast<uint32_t>(attr); }
+constexpr PayloadType attr_payload_type(uint64_t attr) {
+  return static_cast<PayloadType>(static_cast<uint8_t>(attr >> 32));
+}
+
+struct Record {
+  uint8_t kind;     // Kind
+  uint8_t extra;    // continuation slots that follow this one
+  uint16_t domain;  // NVTX domain id, 0 = default domain
+  uint32_t name;    // string id, 0 = none
+  uint64_t ts;      // CLOCK_MONOTONIC ns (Hello's clock pair converts it)
+  uint64_t a;
+  uint64_t b;
+};
+
+constexpr uint32_t slots_for_bytes(uint32_t bytes) { return (bytes + kSlotSize - 1) / kSlotSize; }
+
+static_assert(sizeof(Record) == kSlotSize);
+static_assert(offsetof(Record, kind) == 0);
+static_assert(offsetof(Record, extra) == 1);
+static_assert(offsetof(Record, domain) == 2);
+static_assert(offsetof(Record, name) == 4);
+static_assert(offsetof(Record, ts) == 8);
+static_assert(offsetof(Record, a) == 16);
+static_assert(offsetof(Record, b) == 24);
+static_assert(sizeof(MsgHeader) == 8);
+static_assert(sizeof(Hello) == 56);
+static_assert(offsetof(Hello, version) == 8);
+static_assert(offsetof(Hello, pid) == 16);
+static_assert(offsetof(Hello, mono_ns) == 24);
+static_assert(offsetof(Hello, exe_len) == 40);
+static_assert(sizeof(HelloAck) == 8);
+static_assert(sizeof(FrameHeader) == 16);
+static_assert(sizeof(Bye) == 32);
+static_assert(offsetof(Bye, emitted) == 8);
+
+}  // namespace torchprof::wire
