@@ -10,9 +10,13 @@
 namespace torchprof {
 
 enum class EventKind : uint8_t {
-  kRange,     // NVTX push/pop or start/end range on a CPU thread
-  kMark,      // NVTX mark (instant)
+  kRange,       // NVTX push/pop or start/end range on a CPU thread
+  kMark,        // NVTX mark (instant)
+  kCudaRuntime, // CUDA runtime API call (CUPTI callback): a CPU interval on its thread
+  kCudaDriver,  // CUDA driver API call made directly by the program
 };
+
+inline bool is_cuda_api(EventKind k) { return k == EventKind::kCudaRuntime || k == EventKind::kCudaDriver; }
 
 enum class StepAction : uint8_t { kNone, kWarmup, kRecord, kRecordAndSave };
 
@@ -33,8 +37,93 @@ struct Event {
   int32_t parent = -1;       // index of the enclosing event on the same thread
   int32_t step = -1;         // index into Process::steps, -1 outside any step
   int64_t self_ns = 0;       // duration minus direct children's durations
+  // CUDA API calls (kCudaRuntime/kCudaDriver): the call an API record names.
+  uint16_t cbid = 0;
+  uint64_t correlation = 0;  // CUPTI correlation id, ties GPU records to this call
+  // GPU time as torch attributes it (ranges only): Self CUDA = GPU records launched by
+  // API calls whose innermost enclosing range is this one; CUDA total adds the
+  // children's totals. API calls keep 0, as torch shows cudaLaunchKernel.
+  int64_t self_cuda_ns = 0;
+  int64_t cuda_total_ns = 0;
 
   int64_t dur_ns() const { return end_ns - start_ns; }
+};
+
+enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
+
+// One activity record of a GPU: kernel, memcpy, memset or synchronisation.
+struct GpuEvent {
+  GpuKind kind = GpuKind::kKernel;
+  std::string name;          // display name: demangled kernel, "Memcpy HtoD (Pageable -> Device)", …
+  std::string mangled;       // kernel name as recorded ("" for other kinds)
+  uint32_t device = 0;
+  uint32_t stream = 0;       // ~0u: not tied to a stream (device/context syncs)
+  uint32_t context = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t queued_ns = 0;     // 0 unknown
+  uint64_t correlation = 0;
+  uint64_t bytes = 0;        // memcpy/memset
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t registers_per_thread = 0;
+  uint32_t static_shared_memory = 0;
+  uint32_t dynamic_shared_memory = 0;
+  uint32_t graph_id = 0;     // 0: not launched by a CUDA graph
+  uint64_t graph_node_id = 0;
+  uint8_t copy_kind = 0;     // CUpti_ActivityMemcpyKind; memset: the value set (low byte)
+  uint8_t src_kind = 0;      // CUpti_ActivityMemoryKind
+  uint8_t dst_kind = 0;
+  uint32_t sync_type = 0;    // CUpti_ActivitySynchronizationType
+  // Filled by analysis: the launching API call (index into Process::events_list, -1
+  // unknown), the range the time is attributed to (its innermost enclosing range, -1
+  // none) and the step (the launching call's, else the one holding start_ns).
+  int32_t api = -1;
+  int32_t range = -1;
+  int32_t step = -1;
+
+  int64_t dur_ns() const { return end_ns - start_ns; }
+};
+
+// A device memory allocation or release (CUPTI MEMORY2).
+struct MemoryEvent {
+  bool alloc = true;         // false: release
+  uint32_t device = 0;
+  uint8_t memory_kind = 0;   // CUpti_ActivityMemoryKind
+  uint32_t stream = 0;
+  uint32_t context = 0;
+  int64_t ts_ns = 0;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint64_t correlation = 0;
+  int64_t live_bytes = 0;    // analysis: bytes allocated on the device after this event
+  int32_t step = -1;         // analysis
+};
+
+// deviceProperties of one GPU, in Kineto's names.
+struct GpuDevice {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t total_global_mem = 0;
+  uint32_t compute_major = 0;
+  uint32_t compute_minor = 0;
+  uint32_t max_threads_per_block = 0;
+  uint32_t max_threads_per_multiprocessor = 0;
+  uint32_t regs_per_block = 0;
+  uint32_t warp_size = 0;
+  uint32_t shared_mem_per_block = 0;
+  uint32_t num_sms = 0;
+  uint32_t regs_per_multiprocessor = 0;
+  uint32_t shared_mem_per_block_optin = 0;
+  uint32_t shared_mem_per_multiprocessor = 0;
+};
+
+// cudaProfilerStart/Stop (and the driver's cuProfilerStart/Stop), for
+// `--capture-range cudaProfilerApi`.
+struct ProfilerToggle {
+  int64_t ts_ns = 0;
+  uint32_t tid = 0;
+  bool start = false;
 };
 
 struct Step {
@@ -44,6 +133,8 @@ struct Step {
   int64_t dur_ns = 0;
   StepAction action = StepAction::kRecord;
   int cycle = -1;            // which saved trace holds it, -1 when not recorded
+  int32_t marker = -1;       // index into Process::events_list of the step marker, -1 when
+                             // the whole process is one implicit step
 };
 
 struct ThreadInfo {
@@ -62,6 +153,7 @@ struct Process {
   std::string host;
   std::string worker;         // "<host>_<pid>" unless named otherwise
   std::optional<int> rank;
+  std::optional<int> world_size;  // WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE
   uint64_t events = 0;        // records delivered
   uint64_t dropped = 0;       // records lost (emitted - delivered)
   std::optional<int> exit_code;   // exit status or 128+signal, when known
@@ -72,6 +164,13 @@ struct Process {
   std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
   std::vector<Step> steps;
   std::vector<std::string> warnings;
+  // GPU side (CUPTI). API calls live in events_list (EventKind::kCudaRuntime/kCudaDriver).
+  std::vector<GpuEvent> gpu_events;        // sorted by start_ns
+  std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
+  std::vector<GpuDevice> devices;          // sorted by id
+  std::vector<ProfilerToggle> profiler_toggles;  // in time order
+  std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
+  uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
 };
 
 struct OpStats {
@@ -82,6 +181,7 @@ struct OpStats {
   int64_t cpu_total_ns = 0;
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
+  std::string mangled;        // kernels: the name as recorded (name is demangled)
 };
 
 struct Run {
@@ -93,10 +193,13 @@ struct Run {
   uint64_t dropped_events = 0;
   uint64_t processes_without_events = 0;
   bool truncated = false;       // capture ended mid-chunk
+  uint64_t truncated_at = 0;    // byte offset of the first unreadable chunk
   std::vector<std::string> warnings;
   std::vector<Process> processes;
   std::vector<OpStats> ops;     // aggregated over recorded steps of every process
-  bool has_gpu = false;
+  bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync) was decoded
+  uint64_t cupti_dropped = 0;   // sum over processes
+  std::vector<std::string> gpu_notices;  // "pid N: <notice>", one per distinct notice
 };
 
 }  // namespace torchprof

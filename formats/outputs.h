@@ -25,6 +25,7 @@ struct OutputOptions {
   std::string format = "table";               // what goes to `out`: table|csv|json|markdown
   bool write_files = true;                    // false: print only
   bool quiet = false;                         // nothing on `out`
+  bool stats = false;                         // also print nsys-style summaries (formats/stats.h)
 };
 
 struct OutputResult {

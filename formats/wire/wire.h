@@ -111,10 +111,88 @@ enum class Kind : uint8_t {
   kMark = 6,         // domain, name, ts, a = attr, b = payload
   kDomain = 7,       // domain = new domain id, name = its name (0 for a nameless one)
   kCategory = 8,     // domain, name = category's name, a = category id
-  kThreadName = 9,   // name, a = OS tid being named (0 = this thread)
+  kThreadName = 9,   // name, a = OS tid being named (0 = this thread), b = source:
+                     // 0 = NVTX naming call, 1 = the OS thread name (NVTX names win)
   kDropped = 10,     // a = records dropped on this thread so far, b = emitted so far
   kPayload = 11,     // a = attr, b = payload of the record just before
   kThreadStart = 12, // ts = first event of this thread, a = 1 if it is the main thread
+
+  // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
+  // thread into its own stream; GPU activity records go into the stream of the
+  // thread that converts CUPTI's buffers (any tid; the kinds say what they are).
+  // All timestamps are on the records' clock (CLOCK_MONOTONIC ns, CUPTI aligned).
+  kCudaRuntime = 32, // domain = cbid, name = function name, ts = enter, a = exit ts, b = correlation id
+  kCudaDriver = 33,  // as kCudaRuntime, driver API
+  kKernel = 34,      // domain = device, name = mangled kernel name, ts = start, a = end, b = correlation;
+                     // extra = 2: GpuKernelExtra
+  kMemcpy = 35,      // domain = device, ts = start, a = end, b = correlation; extra = 1: GpuCopyExtra
+  kMemset = 36,      // as kMemcpy; GpuCopyExtra.copy_kind holds the value set
+  kMemory = 37,      // domain = device, ts, a = address, b = bytes; extra = 1: GpuMemoryExtra
+  kSync = 38,        // domain = device, ts = start, a = end, b = correlation; extra = 1: GpuSyncExtra
+  kDevice = 39,      // domain = device, name = device name; extra = 2: GpuDeviceExtra
+  kGpuDropped = 40,  // a = activity records CUPTI dropped so far (cumulative, whole process)
+  kGpuNotice = 41,   // name = one-line notice (e.g. why GPU tracing is off)
+  kCudaProfiler = 42,// ts, a = 1 at cudaProfilerStart/cuProfilerStart, 0 at Stop
+};
+
+struct GpuKernelExtra {  // two slots
+  uint32_t stream;
+  uint32_t context;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t registers_per_thread;
+  uint32_t static_shared_memory;
+  uint32_t dynamic_shared_memory;
+  uint32_t graph_id;     // 0 when not launched by a graph
+  uint64_t graph_node_id;
+  uint64_t queued;       // ts when queued, 0 unknown
+};
+
+struct GpuCopyExtra {  // one slot
+  uint64_t bytes;
+  uint32_t stream;
+  uint32_t context;
+  uint8_t copy_kind;   // CUpti_ActivityMemcpyKind (memset: value & 0xff)
+  uint8_t src_kind;    // CUpti_ActivityMemoryKind
+  uint8_t dst_kind;
+  uint8_t flags;
+  uint32_t graph_id;
+  uint64_t reserved;
+};
+
+struct GpuMemoryExtra {  // one slot
+  uint8_t operation;     // 1 = allocation, 2 = release (CUpti_ActivityMemoryOperationType)
+  uint8_t memory_kind;   // CUpti_ActivityMemoryKind
+  uint16_t reserved0;
+  uint32_t stream;
+  uint32_t context;
+  uint32_t reserved1;
+  uint64_t correlation;
+  uint64_t pc;
+};
+
+struct GpuSyncExtra {  // one slot
+  uint32_t type;         // CUpti_ActivitySynchronizationType
+  uint32_t stream;       // ~0u when not a stream sync
+  uint32_t context;
+  uint32_t event;
+  uint64_t reserved[2];
+};
+
+struct GpuDeviceExtra {  // two slots; deviceProperties in Kineto's names
+  uint64_t total_global_mem;
+  uint32_t compute_major;
+  uint32_t compute_minor;
+  uint32_t max_threads_per_block;
+  uint32_t max_threads_per_multiprocessor;
+  uint32_t regs_per_block;
+  uint32_t warp_size;
+  uint32_t shared_mem_per_block;
+  uint32_t num_sms;
+  uint32_t regs_per_multiprocessor;
+  uint32_t shared_mem_per_block_optin;
+  uint32_t shared_mem_per_multiprocessor;
+  uint32_t reserved[3];
 };
 
 // Payload types carried in attr bits 32..39 (NVTX's nvtxPayloadType_t values).
@@ -156,6 +234,12 @@ static_assert(offsetof(Record, name) == 4);
 static_assert(offsetof(Record, ts) == 8);
 static_assert(offsetof(Record, a) == 16);
 static_assert(offsetof(Record, b) == 24);
+static_assert(sizeof(GpuKernelExtra) == 2 * kSlotSize);
+static_assert(offsetof(GpuKernelExtra, registers_per_thread) == 32);
+static_assert(sizeof(GpuCopyExtra) == kSlotSize);
+static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
+static_assert(sizeof(GpuSyncExtra) == kSlotSize);
+static_assert(sizeof(GpuDeviceExtra) == 2 * kSlotSize);
 static_assert(sizeof(MsgHeader) == 8);
 static_assert(sizeof(Hello) == 56);
 static_assert(offsetof(Hello, version) == 8);

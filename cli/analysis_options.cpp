@@ -1,0 +1,59 @@
+#include "cli/analysis_options.h"
+
+#include <regex>
+#include <vector>
+
+#include "cli/errors.h"
+#include "cli/log.h"
+#include "collector/schedule.h"
+
+namespace torchprof::cli {
+namespace {
+
+// torch's key_averages().table(sort_by=…) names.
+const std::vector<std::string> kSortKeys = {
+    "cpu_time",           "cuda_time",           "cpu_time_total",
+    "cuda_time_total",    "self_cpu_time_total", "self_cuda_time_total",
+    "cpu_memory_usage",   "cuda_memory_usage",   "self_cpu_memory_usage",
+    "self_cuda_memory_usage", "count"};
+
+}  // namespace
+
+void add_common_options(CLI::App& app, CommonOptions& options) {
+  app.add_flag("-q,--quiet", options.quiet, "Print no table and no informational messages");
+  app.add_option("--log-level", options.log_level,
+                 "trace|debug|info|warn|error|off (default: $TORCHPROF_LOG_LEVEL or info)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+void add_analysis_options(CLI::App& app, OutputOptions& options) {
+  app.add_option("--sort", options.sort,
+                 "Sort key as in torch's key_averages().table() "
+                 "(default: cuda_time_total with GPU data, else cpu_time_total)")
+      ->check(CLI::IsMember(kSortKeys));
+  app.add_option("--row-limit", options.row_limit, "Rows in the table; 0 or less = all")
+      ->capture_default_str();
+  app.add_option("--schedule", options.schedule,
+                 "torch.profiler schedule: wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]");
+  app.add_option("--step-marker", options.step_marker,
+                 "ECMAScript regex naming step ranges and marks")
+      ->capture_default_str();
+}
+
+void validate_analysis_options(const OutputOptions& options) {
+  if (!options.schedule.empty()) {
+    std::string error;
+    std::string warning;
+    if (!parse_schedule(options.schedule, &error, &warning)) {
+      throw UsageError("--schedule " + options.schedule + ": " + error);
+    }
+    if (!warning.empty()) log().warn("--schedule: {}", warning);
+  }
+  try {
+    std::regex check(options.step_marker, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError("--step-marker '" + options.step_marker + "': " + e.what());
+  }
+}
+
+}  // namespace torchprof::cli

@@ -1,0 +1,111 @@
+#include "cli/app.h"
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/command.h"
+#include "cli/errors.h"
+#include "cli/report_command.h"
+#include "cli/run_command.h"
+#include "formats/outputs.h"
+
+namespace torchprof::cli {
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* help;
+  CommandSetup setup;
+};
+
+// The subcommands of `torchprof`; `run` must stay first (torchprof-run is it alone).
+const Subcommand kSubcommands[] = {
+    {"run", "Run a program under the profiler", setup_run_command},
+    {"report", "Analyse a saved capture again", setup_report_command},
+};
+
+constexpr const char* kExamples =
+    "Examples:\n"
+    "  torchprof-run python train.py\n"
+    "  torchprof-run --schedule wait=1,warmup=1,active=3 -o out_%h -- ./app --size 4096\n"
+    "  torchprof report torchprof_out --sort self_cpu_time_total --row-limit 20\n";
+
+void print_error(const std::string& message) { std::cerr << "torchprof: " << message << "\n"; }
+
+// CLI11 wants the arguments reversed, without argv[0]. For `run`, the first `--` ends
+// our options; what follows it is set aside for the program.
+std::vector<std::string> prepare_args(int argc, char** argv, bool is_run, CommandLine& line) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (is_run) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] != "--") continue;
+      line.had_separator = true;
+      line.after_separator.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      args.resize(i);
+      break;
+    }
+  }
+  return {args.rbegin(), args.rend()};
+}
+
+int dispatch(int argc, char** argv, Entry entry) {
+  const bool run_only = entry == Entry::kTorchprofRun;
+  CLI::App app{run_only ? "Profile a program: torchprof-run [OPTIONS] [--] PROGRAM [ARGS...]"
+                        : "Profiler for CUDA and PyTorch programs",
+               run_only ? "torchprof-run" : "torchprof"};
+  app.set_version_flag("--version", std::string("torchprof ") + TORCHPROF_VERSION);
+  app.footer(kExamples);
+  CommandLine line;
+  std::vector<std::pair<CLI::App*, CommandAction>> commands;
+  if (run_only) {
+    commands.emplace_back(&app, kSubcommands[0].setup(app, line));
+  } else {
+    for (const Subcommand& sub : kSubcommands) {
+      CLI::App* sub_app = app.add_subcommand(sub.name, sub.help);
+      commands.emplace_back(sub_app, sub.setup(*sub_app, line));
+    }
+    app.require_subcommand(1);
+  }
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (!run_only && !first.empty() && first[0] != '-' &&
+      std::none_of(std::begin(kSubcommands), std::end(kSubcommands),
+                   [&](const Subcommand& sub) { return first == sub.name; })) {
+    throw UsageError("unknown command '" + first + "' (see torchprof --help)");
+  }
+  const bool is_run = run_only || first == kSubcommands[0].name;
+  try {
+    app.parse(prepare_args(argc, argv, is_run, line));
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    print_error(e.what());
+    std::cerr << "Run with --help for more information.\n";
+    return kExitUsage;
+  }
+  for (auto& [sub_app, action] : commands) {
+    if (sub_app == &app || sub_app->parsed()) return action();
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, Entry entry) {
+  try {
+    return dispatch(argc, argv, entry);
+  } catch (const UsageError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const InputError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace torchprof::cli

@@ -1,0 +1,25 @@
+// The target's environment, built in one place (variables listed in formats/wire/env.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torchprof::cli {
+
+struct ChildEnvSettings {
+  std::string inject_lib;   // absolute path of libtorchprof_inject.so
+  std::string socket_path;  // the collector's socket
+  std::string log_level;    // "" = the target inherits whatever it has
+  std::string worker_name;  // "" = each process names itself <host>_<pid>
+};
+
+// `parent` (KEY=VALUE entries, as in environ) with the injection variables set:
+// LD_PRELOAD gets the library prepended to what is there, NVTX_INJECTION64_PATH and
+// CUDA_INJECTION64_PATH name it, TORCHPROF_* carry the socket and the settings.
+std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
+                                         const ChildEnvSettings& settings);
+
+// This process's environment as KEY=VALUE entries.
+std::vector<std::string> current_environment();
+
+}  // namespace torchprof::cli

@@ -1,0 +1,26 @@
+// `torchprof report CAPTURE|DIR`: analyse a saved capture again.
+#pragma once
+
+#include <string>
+
+#include "cli/analysis_options.h"
+#include "cli/command.h"
+#include "formats/outputs.h"
+
+namespace torchprof::cli {
+
+struct ReportOptions {
+  CommonOptions common;
+  OutputOptions output;
+  std::string input;    // a capture file, or a run directory holding capture.tprof
+  std::string out_dir;  // "" = the capture's own directory
+};
+
+CommandAction setup_report_command(CLI::App& app, const CommandLine& line);
+
+// The capture file `input` names. Throws InputError when it is not there.
+std::string capture_path_of(const std::string& input);
+
+int report_command(const ReportOptions& options);
+
+}  // namespace torchprof::cli

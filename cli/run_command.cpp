@@ -1,0 +1,185 @@
+#include "cli/run_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/child_env.h"
+#include "cli/errors.h"
+#include "cli/inject_library.h"
+#include "cli/log.h"
+#include "cli/output_dir.h"
+#include "cli/program_path.h"
+#include "cli/run_info.h"
+#include "cli/target_process.h"
+#include "collector/capture_writer.h"
+#include "collector/server.h"
+
+namespace torchprof::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// After the target exits, its descendants' connections get this long to close...
+constexpr auto kExitGrace = std::chrono::seconds(3);
+// ...extended to this long after the last byte while data keeps arriving...
+constexpr auto kDataGrace = std::chrono::seconds(1);
+// ...but never beyond this, so a daemon left behind cannot hold the run open.
+constexpr auto kMaxDrain = std::chrono::seconds(60);
+constexpr auto kTick = std::chrono::milliseconds(100);
+
+struct Profiled {
+  TargetStatus status;
+  uint32_t connections = 0;
+};
+
+// The level the injected library gets: what was asked for, else quiet's, else inherited.
+std::string child_log_level(const CommonOptions& common) {
+  if (!common.log_level.empty()) return common.log_level;
+  return common.quiet ? "warn" : "";
+}
+
+// After the target exits: wait while connections are open or descendants it left
+// behind still run (they may not have connected yet), within the bounds above.
+void wait_for_stragglers(TargetProcess& target, Server& server) {
+  const auto start = Clock::now();
+  auto deadline = start + kExitGrace;
+  uint64_t seen = server.bytes_received();
+  for (;;) {
+    const bool connections = server.connections_open() > 0;
+    if (!connections && !target.children_left()) return;
+    if (connections) server.wait_idle(kTick);
+    if (target.pause(connections ? std::chrono::milliseconds(0) : kTick)) {
+      log().warn("interrupted: not waiting for {} open connection(s)", server.connections_open());
+      return;
+    }
+    const auto now = Clock::now();
+    if (const uint64_t bytes = server.bytes_received(); bytes != seen) {
+      seen = bytes;
+      deadline = std::max(deadline, now + kDataGrace);
+    }
+    if (now >= deadline || now - start >= kMaxDrain) {
+      log().warn("not waiting any longer for what the program left running "
+                 "({} open connection(s){})",
+                 server.connections_open(),
+                 target.children_left() ? ", processes still running" : "");
+      return;
+    }
+  }
+}
+
+Profiled profile_target(const RunOptions& options, const std::string& program,
+                        const std::string& lib, CaptureWriter& writer) {
+  TargetProcess target;  // first: the collector's thread inherits the blocked signals
+  Server server(writer);
+  server.start();
+  const ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
+                                  options.output.worker_name};
+  const std::vector<std::string> env = build_child_env(current_environment(), settings);
+  if (const int err = target.spawn(program, options.command, env); err != 0) {
+    std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
+  }
+  Profiled result;
+  result.status = target.wait();
+  log().debug("pid {} exited with status {}", target.pid(), result.status.exit_code);
+  wait_for_stragglers(target, server);
+  server.stop();
+  // Per-connection counts are logged by the collector as each connection closes.
+  result.connections = static_cast<uint32_t>(server.stats().size());
+  return result;
+}
+
+// Analysis problems are reported, but the target's own failure is what the caller
+// most needs to see in the exit code.
+int write_run_outputs(const RunOptions& options, const std::string& capture,
+                      const std::string& dir, const TargetStatus& status) {
+  OutputOptions out = options.output;
+  out.out_dir = dir;
+  out.quiet = options.common.quiet;
+  out.format = "table";
+  out.write_files = true;
+  try {
+    const OutputResult result = write_outputs(capture, out, std::cerr);
+    if (result.truncated) log().warn("the capture ended early; reported what it holds");
+  } catch (const InputError& e) {
+    log().error("cannot analyse {}: {}", capture, e.what());
+    return status.exit_code != 0 ? status.exit_code : kExitUsage;
+  } catch (const std::exception& e) {
+    log().error("analysis of {} failed: {}", capture, e.what());
+    return status.exit_code != 0 ? status.exit_code : kExitInternal;
+  }
+  log().info("results in {}", dir);
+  return status.exit_code;
+}
+
+}  // namespace
+
+CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
+  auto options = std::make_shared<RunOptions>();
+  add_common_options(app, options->common);
+  app.add_option("-o,--output", options->out_pattern,
+                 "Output directory; %h = host, %p = launcher pid, %q{VAR} = $VAR. An existing "
+                 "non-empty one is kept: DIR-1, DIR-2, … is used instead")
+      ->capture_default_str();
+  add_analysis_options(app, options->output);
+  app.add_option("--worker-name", options->output.worker_name,
+                 "Worker name of every process's traces instead of <host>_<pid>");
+  app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
+  // Everything from PROGRAM on belongs to the program, options included.
+  app.prefix_command();
+  return [options, &app, &line] {
+    options->command = program_command(app, line);
+    return run_command(*options);
+  };
+}
+
+std::vector<std::string> program_command(const CLI::App& app, const CommandLine& line) {
+  std::vector<std::string> command = app.remaining();
+  if (!command.empty() && command[0].size() > 1 && command[0][0] == '-') {
+    throw UsageError("unknown option " + command[0] + " (put -- before a program named so)");
+  }
+  if (line.had_separator) {
+    if (!command.empty()) command.push_back("--");  // it was the program's own
+    command.insert(command.end(), line.after_separator.begin(), line.after_separator.end());
+  }
+  if (command.empty()) {
+    throw UsageError("no program to run: torchprof-run [OPTIONS] [--] PROGRAM [ARGS...]");
+  }
+  return command;
+}
+
+int run_command(const RunOptions& options) {
+  configure_logging(options.common.log_level, options.common.quiet);
+  validate_analysis_options(options.output);
+  const std::string& name = options.command.at(0);
+  const ResolvedProgram program = resolve_program(name, std::getenv("PATH"));
+  if (program.exit_code != 0) {
+    std::cerr << "torchprof: " << name << ": " << program.error << "\n";
+    return program.exit_code;
+  }
+  const std::string lib = find_inject_library();
+  const std::string host = host_name();
+  const std::string wanted = expand_output_pattern(
+      options.out_pattern, host, ::getpid(), [](const char* var) { return std::getenv(var); });
+  const OutputDir dir = create_output_dir(wanted);
+  if (dir.renamed) log().info("{} holds an earlier run; writing to {}", wanted, dir.path);
+
+  CaptureWriter writer(dir.path);
+  std::error_code ec;
+  const RunInfo info{options.command, program.path, host,
+                     std::filesystem::current_path(ec).string(), ::getpid(), real_now_ns(),
+                     dir.path};
+  writer.append_text(capture::ChunkType::kRunInfo, 0, run_info_json(info, options.output));
+  const Profiled profiled = profile_target(options, program.path, lib, writer);
+  writer.append_text(capture::ChunkType::kRunEnd, 0,
+                     run_end_json(profiled.status, real_now_ns(), profiled.connections));
+  writer.close();
+  if (!writer.ok()) log().error("the capture is incomplete: {}", writer.error());
+  return write_run_outputs(options, writer.path(), dir.path, profiled.status);
+}
+
+}  // namespace torchprof::cli

@@ -1,0 +1,30 @@
+// `torchprof run` / `torchprof-run`: profile a program from start to exit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/analysis_options.h"
+#include "cli/command.h"
+#include "formats/outputs.h"
+
+namespace torchprof::cli {
+
+struct RunOptions {
+  CommonOptions common;
+  OutputOptions output;  // analysis and output settings handed to write_outputs
+  std::string out_pattern = "./torchprof_out";
+  std::vector<std::string> command;  // PROGRAM ARGS…
+};
+
+CommandAction setup_run_command(CLI::App& app, const CommandLine& line);
+
+// PROGRAM ARGS… from what CLI11 left over (`app` parses in prefix mode) and what
+// followed `--`. Throws UsageError for an unknown option or a missing program.
+std::vector<std::string> program_command(const CLI::App& app, const CommandLine& line);
+
+// Runs the target under the collector, then writes the outputs. Returns the target's
+// exit code (128+N for signal N), or 126/127 when it cannot be started.
+int run_command(const RunOptions& options);
+
+}  // namespace torchprof::cli

@@ -1,0 +1,129 @@
+#include "cli/target_process.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "cli/errors.h"
+#include "cli/log.h"
+
+namespace torchprof::cli {
+namespace {
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+TargetStatus status_from_wait(int wstatus) {
+  if (WIFSIGNALED(wstatus)) return {128 + WTERMSIG(wstatus), WTERMSIG(wstatus)};
+  return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : kExitInternal, std::nullopt};
+}
+
+// Runs in the forked child, so only async-signal-safe calls.
+[[noreturn]] void exec_child(const char* path, char* const* argv, char* const* envp,
+                             const sigset_t& mask, int report_fd) {
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+  ::execve(path, argv, envp);
+  const int err = errno;
+  ssize_t ignored = ::write(report_fd, &err, sizeof(err));
+  (void)ignored;
+  ::_exit(err == ENOENT ? kExitNotFound : kExitCannotExecute);
+}
+
+}  // namespace
+
+TargetProcess::TargetProcess() {
+  sigemptyset(&blocked_);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&blocked_, sig);
+  ::pthread_sigmask(SIG_BLOCK, &blocked_, &old_mask_);
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    log().debug("PR_SET_CHILD_SUBREAPER failed: {}", std::strerror(errno));
+  }
+}
+
+TargetProcess::~TargetProcess() { ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr); }
+
+int TargetProcess::spawn(const std::string& path, const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
+  std::vector<char*> c_argv = c_strings(argv);
+  std::vector<char*> c_env = c_strings(env);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe2");
+  }
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(err, std::generic_category(), "fork");
+  }
+  if (pid_ == 0) {
+    ::close(fds[0]);
+    exec_child(path.c_str(), c_argv.data(), c_env.data(), old_mask_, fds[1]);
+  }
+  ::close(fds[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(fds[0], &exec_errno, sizeof(exec_errno));
+  } while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+  if (n != static_cast<ssize_t>(sizeof(exec_errno))) return 0;  // EOF: execve succeeded
+  reap();
+  return exec_errno;
+}
+
+TargetStatus TargetProcess::wait() {
+  while (!status_) {
+    siginfo_t info{};
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int sig = ::sigtimedwait(&blocked_, &info, &tick);
+    reap();
+    if (sig <= 0 || sig == SIGCHLD || status_) continue;
+    // si_code <= 0: sent with kill()/sigqueue()/tgkill() by some process. A terminal's
+    // SIGINT (si_code SI_KERNEL) already went to the whole foreground group.
+    if (info.si_code <= 0 && info.si_pid != pid_) {
+      log().debug("passing signal {} on to pid {}", sig, pid_);
+      ::kill(pid_, sig);
+    }
+  }
+  return *status_;
+}
+
+bool TargetProcess::pause(std::chrono::milliseconds timeout) {
+  siginfo_t info{};
+  const timespec tick{static_cast<time_t>(timeout.count() / 1000),
+                      static_cast<long>((timeout.count() % 1000) * 1000 * 1000)};
+  const int sig = ::sigtimedwait(&blocked_, &info, &tick);
+  reap();
+  return sig > 0 && sig != SIGCHLD;
+}
+
+void TargetProcess::reap() {
+  for (;;) {
+    int wstatus = 0;
+    const pid_t done = ::waitpid(-1, &wstatus, WNOHANG);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) {
+      children_left_ = done == 0;  // 0: children exist, none has exited; -1: ECHILD
+      return;
+    }
+    if (done == pid_) {
+      status_ = status_from_wait(wstatus);
+    } else {
+      log().debug("reaped orphaned descendant {}", done);
+    }
+  }
+}
+
+}  // namespace torchprof::cli

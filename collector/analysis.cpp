@@ -1,0 +1,294 @@
+#include "collector/analysis.h"
+
+#include <algorithm>
+#include <regex>
+#include <unordered_map>
+
+#include "collector/gpu_analysis.h"
+#include "formats/outputs.h"
+
+namespace torchprof {
+
+namespace {
+
+const std::string kStepPrefix = "ProfilerStep#";
+const std::string kStepRow = "ProfilerStep*";
+
+bool contains(const Event& outer, const Event& inner) {
+  return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
+}
+
+// Interval nesting of one thread's events [begin, end), sorted by (start asc, end desc):
+// a range's parent is the innermost range of the thread that fully contains it.
+void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
+  std::vector<int32_t> stack;
+  std::vector<int64_t> children_ns(end - begin, 0);
+  for (size_t i = begin; i < end; ++i) {
+    Event& e = events[i];
+    while (!stack.empty() && events[stack.back()].end_ns <= e.start_ns &&
+           events[stack.back()].end_ns < e.end_ns) {
+      stack.pop_back();
+    }
+    e.parent = -1;
+    // Partially overlapping ranges (start/end ranges) are skipped, not parents.
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if (contains(events[*it], e)) {
+        e.parent = *it;
+        break;
+      }
+    }
+    // Marks are instants; ranges and API calls are intervals that may hold others
+    // (an API call is a CPU child of its range, subtracted from the range's self time).
+    if (e.kind == EventKind::kMark) {
+      e.self_ns = 0;
+      continue;
+    }
+    if (e.parent >= 0) children_ns[e.parent - begin] += e.dur_ns();
+    stack.push_back(static_cast<int32_t>(i));
+  }
+  for (size_t i = begin; i < end; ++i) {
+    Event& e = events[i];
+    if (e.kind != EventKind::kMark) e.self_ns = std::max<int64_t>(0, e.dur_ns() - children_ns[i - begin]);
+  }
+}
+
+// Step markers of a process in order of appearance (start time, then position).
+std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker) {
+  std::unordered_map<std::string_view, bool> matches;
+  std::vector<int32_t> markers;
+  for (size_t i = 0; i < proc.events_list.size(); ++i) {
+    if (is_cuda_api(proc.events_list[i].kind)) continue;  // markers are NVTX ranges and marks
+    const std::string& name = proc.events_list[i].name;
+    auto [it, fresh] = matches.try_emplace(name, false);
+    if (fresh) it->second = std::regex_search(name, marker);
+    if (it->second) markers.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(markers.begin(), markers.end(), [&](int32_t x, int32_t y) {
+    return proc.events_list[x].start_ns < proc.events_list[y].start_ns;
+  });
+  return markers;
+}
+
+std::vector<Step> make_steps(const Process& proc, const std::vector<int32_t>& markers) {
+  std::vector<Step> steps;
+  if (markers.empty()) {
+    if (proc.events_list.empty()) return steps;
+    Step& s = steps.emplace_back();
+    s.start_ns = proc.start_ns;
+    s.dur_ns = proc.end_ns - proc.start_ns;
+    return steps;
+  }
+  for (size_t k = 0; k < markers.size(); ++k) {
+    const Event& m = proc.events_list[markers[k]];
+    Step& s = steps.emplace_back();
+    s.index = static_cast<int>(k);
+    s.name = m.name;
+    s.marker = markers[k];
+    s.start_ns = m.start_ns;
+    if (m.kind == EventKind::kRange) {
+      s.dur_ns = m.dur_ns();
+    } else {
+      // A mark-only marker opens a step that lasts until the next marker.
+      int64_t end = k + 1 < markers.size() ? proc.events_list[markers[k + 1]].start_ns
+                                           : proc.end_ns;
+      s.dur_ns = std::max<int64_t>(0, end - m.start_ns);
+    }
+  }
+  return steps;
+}
+
+void assign_actions(std::vector<Step>& steps, const std::optional<Schedule>& schedule) {
+  int cycle = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step& s = steps[k];
+    if (schedule) {
+      s.action = schedule_action(*schedule, s.index);
+    } else {
+      s.action = k + 1 == steps.size() ? StepAction::kRecordAndSave : StepAction::kRecord;
+    }
+    s.cycle = -1;
+    if (s.action == StepAction::kRecord || s.action == StepAction::kRecordAndSave) {
+      s.cycle = cycle;
+      if (s.action == StepAction::kRecordAndSave) ++cycle;
+    }
+  }
+}
+
+// Each event belongs to the step whose interval holds its start (the later step on ties).
+void assign_events(Process& proc) {
+  const std::vector<Step>& steps = proc.steps;
+  // furthest_end[k]: latest end among steps 0..k, to stop the backward search early.
+  std::vector<int64_t> furthest_end(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) {
+    int64_t end = steps[k].start_ns + steps[k].dur_ns;
+    furthest_end[k] = k == 0 ? end : std::max(end, furthest_end[k - 1]);
+  }
+  for (Event& e : proc.events_list) {
+    e.step = -1;
+    auto after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
+                                  [](int64_t t, const Step& s) { return t < s.start_ns; });
+    for (auto k = after - steps.begin() - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
+      if (e.start_ns <= steps[k].start_ns + steps[k].dur_ns) {
+        e.step = static_cast<int32_t>(k);
+        break;
+      }
+    }
+  }
+}
+
+bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
+
+}  // namespace
+
+void sort_events(std::vector<Event>& events) {
+  auto before = [&](const Event& x, const Event& y) {
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    return x.end_ns > y.end_ns;
+  };
+  if (std::is_sorted(events.begin(), events.end(), before)) return;
+  // Events are large (several strings): sort indices, then move each event once.
+  std::vector<uint32_t> order(events.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t x, uint32_t y) { return before(events[x], events[y]); });
+  std::vector<Event> sorted;
+  sorted.reserve(events.size());
+  for (uint32_t i : order) sorted.push_back(std::move(events[i]));
+  events = std::move(sorted);
+}
+
+void compute_nesting(Process& proc) {
+  auto& ev = proc.events_list;
+  sort_events(ev);
+  size_t begin = 0;
+  for (size_t i = 1; i <= ev.size(); ++i) {
+    if (i == ev.size() || ev[i].tid != ev[begin].tid) {
+      nest_thread(ev, begin, i);
+      begin = i;
+    }
+  }
+  if (ev.empty()) return;
+  int64_t first = ev.front().start_ns;
+  for (const Event& e : ev) {
+    first = std::min(first, e.start_ns);
+    proc.end_ns = std::max(proc.end_ns, e.end_ns);
+  }
+  // start_ns 0 means "not known yet" (decode sets it from the first record).
+  proc.start_ns = proc.start_ns == 0 ? first : std::min(proc.start_ns, first);
+}
+
+void compute_steps(Process& proc, const AnalysisOptions& options) {
+  std::regex marker;
+  try {
+    marker = std::regex(options.step_marker, std::regex::ECMAScript);
+  } catch (const std::regex_error& err) {
+    throw InputError("invalid step marker regex '" + options.step_marker + "': " + err.what());
+  }
+  proc.steps = make_steps(proc, find_markers(proc, marker));
+  assign_actions(proc.steps, options.schedule);
+  assign_events(proc);
+}
+
+namespace {
+
+const char* gpu_kind_name(GpuKind kind) {
+  switch (kind) {
+    case GpuKind::kKernel: return "kernel";
+    case GpuKind::kMemcpy: return "memcpy";
+    case GpuKind::kMemset: return "memset";
+    case GpuKind::kSync: return "sync";
+  }
+  return "kernel";
+}
+
+// One row per (kind, name): an NVTX range and a kernel never share a row.
+class OpTable {
+ public:
+  explicit OpTable(std::vector<OpStats>& ops) : ops_(ops) {}
+  OpStats& row(const std::string& name, const char* kind) {
+    auto [it, fresh] = rows_.try_emplace(std::string(kind) + '\0' + name, ops_.size());
+    if (fresh) {
+      OpStats& op = ops_.emplace_back();
+      op.name = name;
+      op.kind = kind;
+    }
+    return ops_[it->second];
+  }
+
+ private:
+  std::vector<OpStats>& ops_;
+  std::unordered_map<std::string, size_t> rows_;
+};
+
+void add_events(const Process& proc, OpTable& table) {
+  for (const Event& e : proc.events_list) {
+    if (e.kind == EventKind::kMark || e.step < 0 || !recorded(proc.steps[e.step].action)) continue;
+    // torch renames ProfilerStep#N to ProfilerStep* before grouping; so do we.
+    const std::string& name = e.name.starts_with(kStepPrefix) ? kStepRow : e.name;
+    OpStats& op = table.row(name, e.kind == EventKind::kRange ? "nvtx" : "cuda_api");
+    ++op.calls;
+    op.self_cpu_ns += e.self_ns;
+    op.cpu_total_ns += e.dur_ns();
+    op.self_cuda_ns += e.self_cuda_ns;
+    op.cuda_total_ns += e.cuda_total_ns;
+  }
+}
+
+// Kernels, copies and memsets are rows of their own: no CPU time, their durations as CUDA.
+void add_gpu_records(const Process& proc, OpTable& table) {
+  for (const GpuEvent& g : proc.gpu_events) {
+    if (g.kind == GpuKind::kSync || g.step < 0 || !recorded(proc.steps[g.step].action)) continue;
+    OpStats& op = table.row(g.name, gpu_kind_name(g.kind));
+    if (op.mangled.empty()) op.mangled = g.mangled;
+    ++op.calls;
+    op.self_cuda_ns += g.dur_ns();
+    op.cuda_total_ns += g.dur_ns();
+  }
+}
+
+}  // namespace
+
+void aggregate_ops(Run& run) {
+  run.ops.clear();
+  OpTable table(run.ops);
+  for (const Process& proc : run.processes) {
+    add_events(proc, table);
+    add_gpu_records(proc, table);
+  }
+}
+
+void analyse(Run& run, const AnalysisOptions& options) {
+  for (Process& proc : run.processes) {
+    compute_nesting(proc);
+    compute_steps(proc, options);
+    attribute_gpu(proc);
+    if (!proc.gpu_events.empty()) run.has_gpu = true;
+  }
+  aggregate_ops(run);
+  for (const OpStats& op : run.ops) {
+    if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) run.has_gpu = true;
+  }
+}
+
+int cycle_count(const Process& proc) {
+  int cycles = 0;
+  for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
+  return cycles;
+}
+
+const char* step_action_name(StepAction action) {
+  switch (action) {
+    case StepAction::kNone:
+      return "none";
+    case StepAction::kWarmup:
+      return "warmup";
+    case StepAction::kRecord:
+      return "record";
+    case StepAction::kRecordAndSave:
+      return "record_and_save";
+  }
+  return "none";
+}
+
+}  // namespace torchprof

@@ -1,0 +1,678 @@
+#include "collector/decode.h"
+
+#include "collector/analysis.h"
+#include "collector/gpu_decode.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "formats/outputs.h"
+#include "formats/wire/wire.h"
+
+namespace torchprof {
+
+namespace {
+
+using capture::ChunkType;
+
+struct FrameRef {
+  uint64_t offset = 0;
+  uint32_t size = 0;
+};
+
+// What the first sweep learns about one connection (one process image).
+struct ConnInput {
+  uint32_t id = 0;
+  wire::Hello hello{};
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string host;
+  std::unordered_map<std::string, std::string> env;
+  std::vector<FrameRef> frames;
+  std::optional<wire::Bye> bye;
+  bool closed = false;
+};
+
+// Turns one connection's frames into events of `proc`.
+class ConnDecoder {
+ public:
+  ConnDecoder(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx, Process& proc)
+      : reader_(reader),
+        conn_(conn),
+        dctx_(dctx),
+        proc_(proc),
+        gpu_(proc, static_cast<int64_t>(conn.hello.real_ns) - static_cast<int64_t>(conn.hello.mono_ns)) {}
+
+  void run() {
+    wire::FrameHeader fh{};
+    for (const FrameRef& ref : conn_.frames) {
+      if (load(ref, fh)) collect_definitions();
+    }
+    second_pass_ = true;
+    for (const FrameRef& ref : conn_.frames) {
+      if (load(ref, fh)) build_events(fh);
+    }
+    close_open_ranges();
+    gpu_.finish();
+    finish();
+  }
+
+ private:
+  struct ThreadState {
+    int64_t last_ts = std::numeric_limits<int64_t>::min();
+    uint64_t dropped = 0;
+    uint32_t next_seq = 0;
+    bool nvtx_named = false;
+  };
+  struct PendingEnd {
+    int64_t ts = 0;
+    uint32_t tid = 0;
+  };
+
+  // Decompresses one frame into raw_; false (counted once) when it is unusable.
+  bool load(const FrameRef& ref, wire::FrameHeader& fh) {
+    if (!reader_.read_body_at(ref.offset, ref.size, body_) || body_.size() < sizeof fh) {
+      return bad_frame();
+    }
+    std::memcpy(&fh, body_.data(), sizeof fh);
+    if (fh.encoding != static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw) ||
+        fh.raw_size % wire::kSlotSize != 0 || uint64_t{fh.raw_size} > uint64_t{capture::kMaxChunkBody} * 64) {
+      return bad_frame();
+    }
+    raw_.resize(fh.raw_size);
+    size_t got = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), body_.data() + sizeof fh,
+                                     body_.size() - sizeof fh);
+    if (ZSTD_isError(got) || got != fh.raw_size) return bad_frame();
+    return true;
+  }
+
+  bool bad_frame() {
+    if (!second_pass_) ++bad_frames_;
+    return false;
+  }
+
+  template <typename Fn>
+  void walk(Fn&& fn) {
+    const size_t n = raw_.size() / wire::kSlotSize;
+    size_t i = 0;
+    while (i < n) {
+      wire::Record r;
+      std::memcpy(&r, raw_.data() + i * wire::kSlotSize, sizeof r);
+      size_t extra = r.extra;
+      if (i + 1 + extra > n) {
+        if (second_pass_) ++cut_records_;
+        break;
+      }
+      fn(r, raw_.data() + (i + 1) * wire::kSlotSize, extra * wire::kSlotSize);
+      i += 1 + extra;
+    }
+  }
+
+  void collect_definitions() {
+    walk([this](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
+      switch (static_cast<wire::Kind>(r.kind)) {
+        case wire::Kind::kString: {
+          size_t len = std::min<uint64_t>(r.a, extra_bytes);
+          strings_[r.name].assign(reinterpret_cast<const char*>(extra), len);
+          break;
+        }
+        case wire::Kind::kDomain:
+          domain_names_[r.domain] = r.name;
+          break;
+        case wire::Kind::kCategory:
+          category_names_[(uint64_t{r.domain} << 32) | static_cast<uint32_t>(r.a)] = r.name;
+          break;
+        default:
+          break;
+      }
+    });
+  }
+
+  const std::string& string_of(uint32_t id) {
+    static const std::string kEmpty;
+    if (id == 0) return kEmpty;
+    auto it = strings_.find(id);
+    if (it != strings_.end()) return it->second;
+    ++unknown_strings_;
+    return strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+  }
+
+  int64_t epoch(uint64_t ts) const {
+    return static_cast<int64_t>(ts) - static_cast<int64_t>(conn_.hello.mono_ns) +
+           static_cast<int64_t>(conn_.hello.real_ns);
+  }
+
+  void touch(ThreadState& t, int64_t ts) {
+    t.last_ts = std::max(t.last_ts, ts);
+    last_ts_ = std::max(last_ts_, ts);
+    first_ts_ = std::min(first_ts_, ts);
+  }
+
+  int32_t new_event(const wire::Record& r, uint32_t tid, EventKind kind, uint64_t attr) {
+    auto index = static_cast<int32_t>(proc_.events_list.size());
+    Event& e = proc_.events_list.emplace_back();
+    e.name = string_of(r.name);
+    e.kind = kind;
+    e.tid = e.end_tid = tid;
+    e.start_ns = e.end_ns = epoch(r.ts);
+    if (r.domain != 0) {
+      auto d = domain_names_.find(r.domain);
+      if (d != domain_names_.end()) e.domain = string_of(d->second);
+    }
+    last_domain_ = r.domain;
+    set_attr(e, r.domain, attr);
+    return index;
+  }
+
+  void set_attr(Event& e, uint16_t domain, uint64_t attr) {
+    e.category = wire::attr_category(attr);
+    e.payload_type = static_cast<uint8_t>(wire::attr_payload_type(attr));
+    if (e.category != 0) {
+      auto c = category_names_.find((uint64_t{domain} << 32) | e.category);
+      if (c != category_names_.end()) e.category_name = string_of(c->second);
+    }
+  }
+
+  void build_events(const wire::FrameHeader& fh) {
+    ThreadState& thread = threads_[fh.tid];
+    if (fh.seq != thread.next_seq) {
+      if (fh.seq > thread.next_seq) lost_frames_ += fh.seq - thread.next_seq;
+    }
+    thread.next_seq = fh.seq + 1;
+    int32_t last_event = -1;
+    walk([&](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
+      if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) {
+        // GPU records carry their own clock span; they do not move the writing thread's.
+        if (gpu_.decode(r, extra, extra_bytes, fh.tid, string_of(r.name))) {
+          last_event = -1;
+          return;
+        }
+      }
+      last_event = on_record(r, fh.tid, thread, last_event);
+    });
+  }
+
+  // Returns the event a following kPayload would refer to (-1: none).
+  int32_t on_record(const wire::Record& r, uint32_t tid, ThreadState& thread, int32_t last_event) {
+    switch (static_cast<wire::Kind>(r.kind)) {
+      case wire::Kind::kPush: {
+        touch(thread, epoch(r.ts));
+        int32_t i = new_event(r, tid, EventKind::kRange, r.a);
+        proc_.events_list[i].payload = r.b;
+        stacks_[(uint64_t{tid} << 16) | r.domain].push_back(i);
+        return i;
+      }
+      case wire::Kind::kPop: {
+        touch(thread, epoch(r.ts));
+        auto& stack = stacks_[(uint64_t{tid} << 16) | r.domain];
+        if (stack.empty()) {
+          ++unmatched_pops_;
+        } else {
+          proc_.events_list[stack.back()].end_ns = epoch(r.ts);
+          stack.pop_back();
+        }
+        return -1;
+      }
+      case wire::Kind::kStart:
+        return on_start(r, tid, thread);
+      case wire::Kind::kEnd:
+        on_end(r, tid, thread);
+        return -1;
+      case wire::Kind::kMark: {
+        touch(thread, epoch(r.ts));
+        int32_t i = new_event(r, tid, EventKind::kMark, r.a);
+        proc_.events_list[i].payload = r.b;
+        return i;
+      }
+      case wire::Kind::kCudaRuntime:
+      case wire::Kind::kCudaDriver:
+        on_api_call(r, tid, thread);
+        return -1;
+      case wire::Kind::kPayload:
+        if (last_event >= 0) {
+          Event& e = proc_.events_list[last_event];
+          set_attr(e, last_domain_, r.a);
+          e.payload = r.b;
+        }
+        return -1;
+      default:
+        on_thread_record(r, tid, thread);
+        return -1;
+    }
+  }
+
+  int32_t on_start(const wire::Record& r, uint32_t tid, ThreadState& thread) {
+    touch(thread, epoch(r.ts));
+    int32_t i = new_event(r, tid, EventKind::kRange, r.b);
+    proc_.events_list[i].push_pop = false;
+    auto pending = pending_ends_.find(r.a);
+    if (pending != pending_ends_.end()) {
+      proc_.events_list[i].end_ns = pending->second.ts;
+      proc_.events_list[i].end_tid = pending->second.tid;
+      pending_ends_.erase(pending);
+    } else {
+      open_ranges_[r.a] = i;
+    }
+    return i;
+  }
+
+  // An API call is a closed interval on its thread: enter at ts, exit in a.
+  void on_api_call(const wire::Record& r, uint32_t tid, ThreadState& thread) {
+    Event& e = proc_.events_list.emplace_back();
+    e.name = string_of(r.name);
+    e.kind = static_cast<wire::Kind>(r.kind) == wire::Kind::kCudaRuntime ? EventKind::kCudaRuntime
+                                                                          : EventKind::kCudaDriver;
+    e.tid = e.end_tid = tid;
+    e.start_ns = epoch(r.ts);
+    e.end_ns = std::max(e.start_ns, epoch(r.a));
+    e.cbid = r.domain;
+    e.correlation = r.b;
+    touch(thread, e.start_ns);
+    touch(thread, e.end_ns);
+  }
+
+  void on_end(const wire::Record& r, uint32_t tid, ThreadState& thread) {
+    touch(thread, epoch(r.ts));
+    auto open = open_ranges_.find(r.a);
+    if (open == open_ranges_.end()) {
+      // The start may sit in another thread's frame that was written later.
+      pending_ends_[r.a] = {epoch(r.ts), tid};
+      return;
+    }
+    Event& e = proc_.events_list[open->second];
+    e.end_ns = epoch(r.ts);
+    e.end_tid = tid;
+    open_ranges_.erase(open);
+  }
+
+  void on_thread_record(const wire::Record& r, uint32_t tid, ThreadState& thread) {
+    switch (static_cast<wire::Kind>(r.kind)) {
+      case wire::Kind::kThreadName: {
+        uint32_t named = r.a != 0 ? static_cast<uint32_t>(r.a) : tid;
+        bool from_os = r.b == static_cast<uint64_t>(ThreadNameSource::kOs);
+        ThreadState& target = threads_[named];
+        if (from_os && target.nvtx_named) break;
+        if (!from_os) target.nvtx_named = true;
+        thread_info(named).name = string_of(r.name);
+        break;
+      }
+      case wire::Kind::kThreadStart:
+        touch(thread, epoch(r.ts));
+        thread_info(tid).is_main = r.a == 1;
+        break;
+      case wire::Kind::kDropped:
+        thread.dropped = std::max(thread.dropped, r.a);
+        break;
+      default:
+        break;  // kPad, definitions (first pass), kinds newer than this reader
+    }
+  }
+
+  ThreadInfo& thread_info(uint32_t tid) {
+    for (ThreadInfo& t : proc_.threads) {
+      if (t.tid == tid) return t;
+    }
+    ThreadInfo& t = proc_.threads.emplace_back();
+    t.tid = tid;
+    return t;
+  }
+
+  // Ranges never closed end at their thread's last timestamp (start/end ranges,
+  // which have no single thread, at the image's last timestamp).
+  void close_open_ranges() {
+    for (auto& [key, stack] : stacks_) {
+      auto tid = static_cast<uint32_t>(key >> 16);
+      for (int32_t i : stack) {
+        Event& e = proc_.events_list[i];
+        e.end_ns = std::max(e.start_ns, threads_[tid].last_ts);
+        e.unterminated = true;
+        ++unterminated_;
+      }
+    }
+    for (auto& [id, i] : open_ranges_) {
+      Event& e = proc_.events_list[i];
+      e.end_ns = std::max(e.start_ns, image_end());
+      e.unterminated = true;
+      ++unterminated_;
+    }
+  }
+
+  int64_t image_end() const {
+    int64_t end = last_ts_;
+    if (conn_.bye && conn_.bye->mono_ns != 0) end = std::max(end, epoch(conn_.bye->mono_ns));
+    return end;
+  }
+
+  void warn(uint64_t count, const std::string& what) {
+    if (count > 0) proc_.warnings.push_back(std::to_string(count) + " " + what);
+  }
+
+  void finish() {
+    uint64_t thread_dropped = 0;
+    for (auto& [tid, state] : threads_) {
+      thread_dropped += state.dropped;
+      if (state.dropped > 0) thread_info(tid).dropped += state.dropped;
+    }
+    uint64_t bye_dropped = conn_.bye ? conn_.bye->dropped : 0;
+    proc_.dropped += std::max(bye_dropped, thread_dropped);
+    if (gpu_.any()) {
+      first_ts_ = std::min(first_ts_, gpu_.first_ns());
+      last_ts_ = std::max(last_ts_, gpu_.last_ns());
+    }
+    if (first_ts_ != std::numeric_limits<int64_t>::max()) {
+      proc_.start_ns = proc_.start_ns == 0 ? first_ts_ : std::min(proc_.start_ns, first_ts_);
+    }
+    if (last_ts_ != std::numeric_limits<int64_t>::min() || conn_.bye) {
+      proc_.end_ns = std::max(proc_.end_ns, image_end());
+    }
+    warn(bad_frames_, "frames could not be decompressed and were skipped");
+    warn(cut_records_, "frames ended inside a record");
+    warn(lost_frames_, "frames missing (sequence gap)");
+    warn(unmatched_pops_, "pops without a matching push were ignored");
+    warn(pending_ends_.size(), "range ends without a matching start were ignored");
+    warn(unterminated_, "ranges never ended; closed at the last timestamp of their thread");
+    warn(unknown_strings_, "records name strings that were never defined");
+    if (!conn_.bye && conn_.closed && !conn_.frames.empty()) {
+      proc_.warnings.push_back("image " + conn_.exe +
+                               " ended without saying goodbye (killed?)");
+    }
+  }
+
+  CaptureReader& reader_;
+  const ConnInput& conn_;
+  ZSTD_DCtx* dctx_;
+  Process& proc_;
+  GpuDecoder gpu_;
+  std::vector<uint8_t> body_;
+  std::vector<uint8_t> raw_;
+  std::unordered_map<uint32_t, std::string> strings_;
+  std::unordered_map<uint16_t, uint32_t> domain_names_;
+  std::unordered_map<uint64_t, uint32_t> category_names_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> stacks_;
+  std::unordered_map<uint64_t, int32_t> open_ranges_;
+  std::unordered_map<uint64_t, PendingEnd> pending_ends_;
+  std::unordered_map<uint32_t, ThreadState> threads_;
+  uint16_t last_domain_ = 0;
+  int64_t first_ts_ = std::numeric_limits<int64_t>::max();
+  int64_t last_ts_ = std::numeric_limits<int64_t>::min();
+  bool second_pass_ = false;
+  uint64_t bad_frames_ = 0;
+  uint64_t cut_records_ = 0;
+  uint64_t lost_frames_ = 0;
+  uint64_t unmatched_pops_ = 0;
+  uint64_t unterminated_ = 0;
+  uint64_t unknown_strings_ = 0;
+};
+
+void decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx,
+                       Process& proc) {
+  ConnDecoder(reader, conn, dctx, proc).run();
+}
+
+// Events in (tid, start, longer first) order and per-thread event counts.
+void sort_process_events(Process& proc) {
+  sort_events(proc.events_list);
+  for (ThreadInfo& t : proc.threads) t.events = 0;
+  uint32_t current = 0;
+  ThreadInfo* info = nullptr;
+  for (const Event& e : proc.events_list) {
+    if (info == nullptr || e.tid != current) {
+      current = e.tid;
+      info = nullptr;
+      for (ThreadInfo& t : proc.threads) {
+        if (t.tid == current) info = &t;
+      }
+      if (info == nullptr) {
+        info = &proc.threads.emplace_back();
+        info->tid = current;
+      }
+    }
+    ++info->events;
+  }
+  std::stable_sort(proc.threads.begin(), proc.threads.end(),
+                   [](const ThreadInfo& x, const ThreadInfo& y) {
+                     if (x.is_main != y.is_main) return x.is_main;
+                     return x.tid < y.tid;
+                   });
+}
+
+// Splits a NUL-separated block ("a\0b\0") into its parts; a missing final NUL is tolerated.
+std::vector<std::string> split_nul(const char* p, size_t n) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    if (i == n || p[i] == '\0') {
+      if (i > begin || (i < n)) parts.emplace_back(p + begin, i - begin);
+      begin = i + 1;
+    }
+  }
+  return parts;
+}
+
+std::optional<int> parse_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  try {
+    size_t used = 0;
+    int v = std::stoi(text, &used);
+    if (used != text.size()) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Fills the identity fields of `conn` from a Hello body; false when it is malformed.
+bool parse_hello(const std::vector<uint8_t>& body, ConnInput& conn) {
+  if (body.size() < sizeof(wire::Hello)) return false;
+  wire::Hello h;
+  std::memcpy(&h, body.data(), sizeof h);
+  uint64_t need = uint64_t{sizeof h} + h.exe_len + h.cmdline_len + h.host_len + h.env_len;
+  if (need > body.size()) return false;
+  const char* p = reinterpret_cast<const char*>(body.data()) + sizeof h;
+  conn.hello = h;
+  conn.exe.assign(p, h.exe_len);
+  p += h.exe_len;
+  conn.cmdline = split_nul(p, h.cmdline_len);
+  p += h.cmdline_len;
+  conn.host.assign(p, h.host_len);
+  p += h.host_len;
+  for (std::string& entry : split_nul(p, h.env_len)) {
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) conn.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return true;
+}
+
+std::optional<int> env_int(const ConnInput& conn, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    auto it = conn.env.find(key);
+    if (it != conn.env.end()) {
+      if (auto v = parse_int(it->second)) return v;
+    }
+  }
+  return std::nullopt;
+}
+
+void apply_identity(const ConnInput& conn, Process& proc) {
+  proc.pid = conn.hello.pid;
+  proc.ppid = conn.hello.ppid;
+  // The last image of a pid names it (a fork copy that exec'd shows as the new program).
+  if (!conn.exe.empty()) proc.exe = conn.exe;
+  if (!conn.cmdline.empty()) proc.cmdline = conn.cmdline;
+  if (!conn.host.empty()) proc.host = conn.host;
+  if (auto r = env_int(conn, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})) proc.rank = r;
+  if (auto w = env_int(conn, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"})) {
+    proc.world_size = w;
+  }
+  auto worker = conn.env.find("TORCHPROF_WORKER_NAME");
+  if (worker != conn.env.end() && !worker->second.empty()) {
+    proc.worker = worker->second;
+  } else if (proc.worker.empty()) {
+    proc.worker = proc.host + "_" + std::to_string(proc.pid);
+  }
+}
+
+void apply_bye(const wire::Bye& bye, Process& proc) {
+  switch (static_cast<wire::ExitKind>(bye.exit_kind)) {
+    case wire::ExitKind::kExit:
+      proc.exit_code = bye.exit_status;
+      proc.exit_signal.reset();
+      break;
+    case wire::ExitKind::kSignal:
+      proc.exit_signal = bye.exit_status;
+      proc.exit_code = 128 + bye.exit_status;
+      break;
+    default:
+      break;  // exec: the next image reports; unknown: nothing to say
+  }
+}
+
+template <typename T>
+std::optional<T> json_get(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) {
+      try {
+        return it->template get<T>();
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void apply_run_json(const Chunk& chunk, Run& run) {
+  nlohmann::json j = nlohmann::json::parse(chunk.body.begin(), chunk.body.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    run.warnings.push_back("run information in the capture is not valid JSON");
+    return;
+  }
+  if (auto cmd = json_get<std::vector<std::string>>(j, {"command"})) run.command = *cmd;
+  if (auto host = json_get<std::string>(j, {"host"})) run.host = *host;
+  if (auto s = json_get<int64_t>(j, {"start_ns", "start_real_ns", "start_time_ns"})) {
+    run.start_ns = *s;
+  }
+  if (auto e = json_get<int64_t>(j, {"end_ns", "end_real_ns", "end_time_ns"})) run.end_ns = *e;
+  if (auto code = json_get<int>(j, {"exit_code"})) run.exit_code = *code;
+}
+
+struct ScanResult {
+  std::vector<std::unique_ptr<ConnInput>> conns;  // in order of their Hello
+  bool saw_run_end = false;
+  bool saw_exit_code = false;
+};
+
+// First sweep over the file: identities, frame locations, goodbyes, run info.
+ScanResult scan(CaptureReader& reader, Run& run) {
+  ScanResult scan;
+  std::unordered_map<uint32_t, ConnInput*> by_id;
+  uint64_t orphan_chunks = 0;
+  Chunk chunk;
+  while (reader.next(chunk)) {
+    auto type = static_cast<ChunkType>(chunk.header.type);
+    if (type == ChunkType::kRunInfo || type == ChunkType::kRunEnd) {
+      apply_run_json(chunk, run);
+      if (type == ChunkType::kRunEnd) scan.saw_run_end = true;
+      continue;
+    }
+    if (type == ChunkType::kNote) {
+      run.warnings.emplace_back(chunk.body.begin(), chunk.body.end());
+      continue;
+    }
+    if (type == ChunkType::kHello) {
+      auto conn = std::make_unique<ConnInput>();
+      conn->id = chunk.header.conn;
+      if (!parse_hello(chunk.body, *conn)) {
+        run.warnings.push_back("connection " + std::to_string(conn->id) +
+                               ": malformed hello, its records are ignored");
+        continue;
+      }
+      by_id[conn->id] = conn.get();
+      scan.conns.push_back(std::move(conn));
+      continue;
+    }
+    auto it = by_id.find(chunk.header.conn);
+    if (it == by_id.end()) {
+      ++orphan_chunks;
+      continue;
+    }
+    ConnInput& conn = *it->second;
+    if (type == ChunkType::kFrame) {
+      conn.frames.push_back({chunk.body_offset, chunk.header.size});
+    } else if (type == ChunkType::kBye && chunk.body.size() >= sizeof(wire::Bye)) {
+      wire::Bye bye;
+      std::memcpy(&bye, chunk.body.data(), sizeof bye);
+      conn.bye = bye;
+    } else if (type == ChunkType::kConnClosed) {
+      conn.closed = true;
+    }
+  }
+  if (orphan_chunks > 0) {
+    run.warnings.push_back(std::to_string(orphan_chunks) +
+                           " chunks belong to no known connection and were ignored");
+  }
+  return scan;
+}
+
+void finish_run(Run& run, const ScanResult& scan) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  int64_t last = 0;
+  for (Process& proc : run.processes) {
+    run.dropped_events += proc.dropped;
+    proc.events = proc.events_list.size() + proc.gpu_events.size() + proc.memory_events.size();
+    if (proc.events_list.empty() && proc.gpu_events.empty()) ++run.processes_without_events;
+    run.cupti_dropped += proc.cupti_dropped;
+    if (!proc.gpu_events.empty()) run.has_gpu = true;
+    for (const std::string& n : proc.gpu_notices) {
+      run.gpu_notices.push_back("pid " + std::to_string(proc.pid) + ": " + n);
+    }
+    if (proc.start_ns != 0) first = std::min(first, proc.start_ns);
+    last = std::max(last, proc.end_ns);
+  }
+  if (run.start_ns == 0 && first != std::numeric_limits<int64_t>::max()) run.start_ns = first;
+  if (run.end_ns == 0) run.end_ns = last;
+  if (run.host.empty() && !run.processes.empty()) run.host = run.processes.front().host;
+  if (run.command.empty() && !run.processes.empty()) run.command = run.processes.front().cmdline;
+  // Without a RunEnd (the launcher itself died) the first process stands for the target.
+  if (!scan.saw_run_end && !run.processes.empty() && run.processes.front().exit_code) {
+    run.exit_code = *run.processes.front().exit_code;
+  }
+}
+
+}  // namespace
+
+Run decode_capture(CaptureReader& reader) {
+  Run run;
+  ScanResult scanned = scan(reader, run);
+  run.truncated = reader.truncated();
+  run.truncated_at = reader.truncated_at();
+
+  std::unordered_map<int, size_t> by_pid;
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  for (const auto& conn : scanned.conns) {
+    auto [it, fresh] = by_pid.try_emplace(conn->hello.pid, run.processes.size());
+    if (fresh) run.processes.emplace_back();
+    Process& proc = run.processes[it->second];
+    apply_identity(*conn, proc);
+    decode_connection(reader, *conn, dctx.get(), proc);
+    if (conn->bye) apply_bye(*conn->bye, proc);
+  }
+  for (Process& proc : run.processes) sort_process_events(proc);
+  finish_run(run, scanned);
+  return run;
+}
+
+Run decode_capture_file(const std::string& path) {
+  CaptureReader reader(path);
+  return decode_capture(reader);
+}
+
+}  // namespace torchprof

@@ -1,0 +1,29 @@
+// Decoding: capture chunks → processes, threads and timeline events (collector/model.h).
+//
+// Per connection (one process image): the Hello gives the process's identity and
+// clock pair; its frames are read twice, first for string/domain/category
+// definitions (a thread may use a string another thread registered, in a frame
+// written later), then for events. Connections of the same pid (a fork copy that
+// then exec'd) merge into one Process. Nesting, steps and aggregates come later
+// (collector/analysis.h).
+#pragma once
+
+#include <string>
+
+#include "collector/capture_reader.h"
+#include "collector/model.h"
+
+namespace torchprof {
+
+// How a kThreadName record's name was obtained, carried in Record::b. NVTX names
+// (nvtxNameOsThread) win over names read from the OS, whatever their order.
+enum class ThreadNameSource : uint64_t { kNvtx = 0, kOs = 1 };
+
+// Reads every chunk the reader yields. Run::truncated is set when the reader
+// stopped at a damaged tail; everything before it is decoded.
+Run decode_capture(CaptureReader& reader);
+
+// Opens and decodes `path`; throws InputError when it is not a readable capture.
+Run decode_capture_file(const std::string& path);
+
+}  // namespace torchprof

@@ -1,0 +1,215 @@
+#include "collector/gpu_analysis.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+namespace torchprof {
+
+namespace {
+
+// Index of the step whose interval holds `t` (the later one on ties), -1 for none.
+int32_t step_at(const Process& proc, int64_t t) {
+  const std::vector<Step>& steps = proc.steps;
+  auto after = std::upper_bound(steps.begin(), steps.end(), t,
+                                [](int64_t v, const Step& s) { return v < s.start_ns; });
+  for (auto k = after - steps.begin() - 1; k >= 0; --k) {
+    if (t <= steps[k].start_ns + steps[k].dur_ns) return static_cast<int32_t>(k);
+  }
+  return -1;
+}
+
+// The innermost range around event `i` (API calls nest under ranges only).
+int32_t enclosing_range(const std::vector<Event>& ev, int32_t i) {
+  for (int32_t p = ev[i].parent; p >= 0; p = ev[p].parent) {
+    if (ev[p].kind == EventKind::kRange) return p;
+  }
+  return -1;
+}
+
+std::unordered_map<uint64_t, int32_t> api_by_correlation(const std::vector<Event>& ev) {
+  std::unordered_map<uint64_t, int32_t> by_corr;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (is_cuda_api(ev[i].kind) && ev[i].correlation != 0) {
+      by_corr.emplace(ev[i].correlation, static_cast<int32_t>(i));
+    }
+  }
+  return by_corr;
+}
+
+void attribute_memory(Process& proc, const std::unordered_map<uint64_t, int32_t>& by_corr) {
+  std::map<uint32_t, int64_t> live;
+  std::unordered_map<uint64_t, uint64_t> blocks;  // (device << 48 ^ address) → bytes
+  for (MemoryEvent& m : proc.memory_events) {
+    auto api = m.correlation != 0 ? by_corr.find(m.correlation) : by_corr.end();
+    m.step = api != by_corr.end() ? proc.events_list[api->second].step : step_at(proc, m.ts_ns);
+    uint64_t key = (uint64_t{m.device} << 48) ^ m.address;
+    int64_t& total = live[m.device];
+    if (m.alloc) {
+      blocks[key] = m.bytes;
+      total += static_cast<int64_t>(m.bytes);
+    } else if (auto b = blocks.find(key); b != blocks.end()) {
+      // Blocks allocated before tracing began are unknown: they do not lower the total.
+      total -= static_cast<int64_t>(b->second);
+      blocks.erase(b);
+    }
+    m.live_bytes = total;
+  }
+}
+
+}  // namespace
+
+void attribute_gpu(Process& proc) {
+  std::vector<Event>& ev = proc.events_list;
+  for (Event& e : ev) e.self_cuda_ns = e.cuda_total_ns = 0;
+  const auto by_corr = api_by_correlation(ev);
+  uint64_t unmatched = 0;
+  for (GpuEvent& g : proc.gpu_events) {
+    g.api = g.range = -1;
+    auto it = by_corr.find(g.correlation);
+    if (it != by_corr.end()) {
+      g.api = it->second;
+      g.range = enclosing_range(ev, g.api);
+      // GPU work that ends after its step's CPU side still counts for that step.
+      g.step = ev[g.api].step;
+    } else {
+      g.step = step_at(proc, g.start_ns);
+      if (g.kind != GpuKind::kSync) ++unmatched;
+    }
+    if (g.kind == GpuKind::kSync || g.range < 0) continue;
+    const int64_t dur = g.dur_ns();
+    ev[g.range].self_cuda_ns += dur;
+    for (int32_t r = g.range; r >= 0; r = ev[r].parent) {
+      if (ev[r].kind == EventKind::kRange) ev[r].cuda_total_ns += dur;
+    }
+  }
+  if (unmatched > 0) {
+    proc.warnings.push_back(std::to_string(unmatched) +
+                            " GPU records have no recorded launching API call; they count in no range");
+  }
+  attribute_memory(proc, by_corr);
+}
+
+int64_t merged_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  int64_t total = 0;
+  int64_t cur_start = 0;
+  int64_t cur_end = std::numeric_limits<int64_t>::min();
+  for (const auto& [start, end] : intervals) {
+    if (start > cur_end) {
+      if (cur_end != std::numeric_limits<int64_t>::min()) total += cur_end - cur_start;
+      cur_start = start;
+      cur_end = end;
+    } else {
+      cur_end = std::max(cur_end, end);
+    }
+  }
+  if (cur_end != std::numeric_limits<int64_t>::min()) total += cur_end - cur_start;
+  return total;
+}
+
+bool in_recorded_step(const Process& proc, const GpuEvent& g) {
+  return g.step >= 0 && static_cast<size_t>(g.step) < proc.steps.size() && proc.steps[g.step].cycle >= 0;
+}
+
+namespace {
+
+void add_record(DeviceUsage& u, const GpuEvent& g) {
+  switch (g.kind) {
+    case GpuKind::kKernel:
+      ++u.kernels;
+      u.kernel_ns += g.dur_ns();
+      break;
+    case GpuKind::kMemcpy:
+      ++u.memcpys;
+      u.memcpy_ns += g.dur_ns();
+      u.memcpy_bytes += g.bytes;
+      break;
+    case GpuKind::kMemset:
+      ++u.memsets;
+      u.memset_ns += g.dur_ns();
+      u.memset_bytes += g.bytes;
+      break;
+    case GpuKind::kSync:
+      ++u.syncs;
+      return;
+  }
+  ++u.streams[g.stream].ops;
+}
+
+}  // namespace
+
+std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep) {
+  int64_t steps_start = std::numeric_limits<int64_t>::max();
+  int64_t steps_end = std::numeric_limits<int64_t>::min();
+  for (const Step& s : proc.steps) {
+    if (s.cycle < 0) continue;
+    steps_start = std::min(steps_start, s.start_ns);
+    steps_end = std::max(steps_end, s.start_ns + s.dur_ns);
+  }
+  std::map<uint32_t, DeviceUsage> usage;
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels, all;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<int64_t, int64_t>>> streams;
+  for (const GpuEvent& g : proc.gpu_events) {
+    if (!keep(g)) continue;
+    DeviceUsage& u = usage[g.device];
+    if (u.kernels + u.memcpys + u.memsets + u.syncs == 0) {
+      u.device = g.device;
+      u.window_start_ns = std::min(steps_start, g.start_ns);
+      u.window_end_ns = std::max(steps_end, g.end_ns);
+    }
+    u.window_start_ns = std::min(u.window_start_ns, g.start_ns);
+    u.window_end_ns = std::max(u.window_end_ns, g.end_ns);
+    add_record(u, g);
+    if (g.kind == GpuKind::kSync) continue;
+    all[g.device].emplace_back(g.start_ns, g.end_ns);
+    streams[{g.device, g.stream}].emplace_back(g.start_ns, g.end_ns);
+    if (g.kind == GpuKind::kKernel) kernels[g.device].emplace_back(g.start_ns, g.end_ns);
+  }
+  std::vector<DeviceUsage> out;
+  for (auto& [device, u] : usage) {
+    u.busy_ns = merged_length(std::move(kernels[device]));
+    u.busy_all_ns = merged_length(std::move(all[device]));
+    u.idle_ns = std::max<int64_t>(0, u.window_end_ns - u.window_start_ns - u.busy_ns);
+    for (auto& [stream, st] : u.streams) st.busy_ns = merged_length(std::move(streams[{device, stream}]));
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+MemoryUsage memory_usage(const Process& proc) {
+  MemoryUsage m;
+  for (const MemoryEvent& e : proc.memory_events) {
+    int64_t& peak = m.peak_bytes[e.device];
+    peak = std::max(peak, e.live_bytes);
+    m.final_bytes[e.device] = e.live_bytes;
+    if (e.alloc) {
+      ++m.allocations;
+      m.alloc_bytes += e.bytes;
+    } else {
+      ++m.frees;
+      m.free_bytes += e.bytes;
+    }
+  }
+  return m;
+}
+
+std::map<uint32_t, int64_t> step_peak_bytes(const Process& proc, int step) {
+  std::map<uint32_t, int64_t> peak;
+  if (step < 0 || static_cast<size_t>(step) >= proc.steps.size()) return peak;
+  const Step& s = proc.steps[step];
+  std::map<uint32_t, int64_t> live;
+  for (const MemoryEvent& e : proc.memory_events) {
+    if (e.ts_ns > s.start_ns + s.dur_ns) break;
+    if (e.ts_ns < s.start_ns) {
+      live[e.device] = e.live_bytes;  // what the step starts with
+      continue;
+    }
+    peak[e.device] = std::max({peak[e.device], live[e.device], e.live_bytes});
+  }
+  for (const auto& [device, bytes] : live) peak[device] = std::max(peak[device], bytes);
+  return peak;
+}
+
+}  // namespace torchprof

@@ -1,0 +1,537 @@
+#include "formats/kineto_trace.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include "formats/json_writer.h"
+#include "formats/kineto_gpu.h"
+#include "formats/wire/wire.h"
+
+namespace torchprof {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kFlushBytes = 1 << 20;
+constexpr const char* kStepPrefix = "ProfilerStep#";
+
+class FileSink : public TraceSink {
+ public:
+  explicit FileSink(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
+    if (!file_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  }
+  ~FileSink() override {
+    if (file_) std::fclose(file_);
+  }
+  void write(std::string_view bytes) override {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) fail();
+  }
+  void close() {
+    std::FILE* f = std::exchange(file_, nullptr);
+    if (std::fclose(f) != 0) fail();
+  }
+
+ private:
+  [[noreturn]] void fail() { throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno)); }
+  std::string path_;
+  std::FILE* file_;
+};
+
+class GzipSink : public TraceSink {
+ public:
+  // Level 3: most of level 6's ratio on JSON at several times its speed.
+  explicit GzipSink(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "wb3")) {
+    if (!file_) throw std::runtime_error("cannot write " + path);
+  }
+  ~GzipSink() override {
+    if (file_) gzclose(file_);
+  }
+  void write(std::string_view bytes) override {
+    if (bytes.empty()) return;
+    if (gzwrite(file_, bytes.data(), static_cast<unsigned>(bytes.size())) <= 0) {
+      throw std::runtime_error("cannot write " + path_);
+    }
+  }
+  void close() {
+    gzFile f = std::exchange(file_, nullptr);
+    if (gzclose(f) != Z_OK) throw std::runtime_error("cannot write " + path_);
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
+
+std::string basename_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+struct CycleSpan {
+  int64_t start = std::numeric_limits<int64_t>::max();
+  int64_t end = std::numeric_limits<int64_t>::min();
+};
+
+CycleSpan cycle_span(const Process& proc, int cycle) {
+  CycleSpan span;
+  for (const Step& s : proc.steps) {
+    if (s.cycle != cycle) continue;
+    span.start = std::min(span.start, s.start_ns);
+    span.end = std::max(span.end, s.start_ns + s.dur_ns);
+  }
+  return span;
+}
+
+// Writes one trace; the buffer goes to the sink whenever it grows past kFlushBytes.
+class TraceWriter {
+ public:
+  TraceWriter(const Run& run, const Process& proc, int cycle, TraceSink& sink)
+      : run_(run), proc_(proc), cycle_(cycle), sink_(sink), span_(cycle_span(proc, cycle)) {
+    base_ = span_.start == std::numeric_limits<int64_t>::max() ? proc.start_ns : span_.start;
+    process_name_ = proc.exe.empty() ? proc.worker : basename_of(proc.exe);
+  }
+
+  void write(const std::string& trace_name) {
+    header();
+    bool first = true;
+    external_ids_.assign(proc_.events_list.size(), 0);
+    mark_launchers();
+    for (size_t i = 0; i < proc_.events_list.size(); ++i) {
+      const Event& e = proc_.events_list[i];
+      if (!in_cycle(e.step)) continue;
+      begin_event(first);
+      if (e.kind == EventKind::kMark) {
+        mark(e);
+      } else if (is_cuda_api(e.kind)) {
+        api_call(first, i);
+      } else {
+        range(e);
+        external_ids_[i] = external_id_;
+      }
+    }
+    gpu_events(first);
+    for (const Step& s : proc_.steps) {
+      if (s.cycle == cycle_ && needs_synthetic_step(s)) {
+        begin_event(first);
+        synthetic_step(s);
+      }
+    }
+    metadata(first);
+    out_ += "\n  ],\n  \"traceName\": ";
+    json::append_string(out_, trace_name);
+    out_ += "\n}\n";
+    flush(/*force=*/true);
+  }
+
+ private:
+  void flush(bool force) {
+    if (force || out_.size() >= kFlushBytes) {
+      sink_.write(out_);
+      out_.clear();
+    }
+  }
+
+  void begin_event(bool& first) {
+    out_ += first ? "\n  {" : ",\n  {";
+    first = false;
+    flush(/*force=*/false);
+  }
+
+  void ts(int64_t ns) { json::append_us(out_, ns - base_); }
+
+  bool in_cycle(int32_t step) const { return step >= 0 && proc_.steps[step].cycle == cycle_; }
+
+  // API calls that launched GPU work in this cycle get the flow start.
+  void mark_launchers() {
+    launches_.assign(proc_.events_list.size(), false);
+    for (const GpuEvent& g : proc_.gpu_events) {
+      if (g.api >= 0 && g.kind != GpuKind::kSync && in_cycle(g.step)) launches_[g.api] = true;
+    }
+  }
+
+  // External id of the range around event i (Kineto links kernels to ops this way), 0 = none.
+  uint64_t enclosing_external_id(int32_t i) const {
+    for (int32_t p = proc_.events_list[i].parent; p >= 0; p = proc_.events_list[p].parent) {
+      if (proc_.events_list[p].kind == EventKind::kRange) return external_ids_[p];
+    }
+    return 0;
+  }
+
+  void api_call(bool& first, size_t i) {
+    const Event& e = proc_.events_list[i];
+    common("X", e.kind == EventKind::kCudaRuntime ? "cuda_runtime" : "cuda_driver", e.name, e.tid, e.start_ns);
+    out_ += ", \"dur\": ";
+    json::append_us(out_, e.dur_ns());
+    out_ += ",\n    \"args\": {";
+    if (uint64_t ext = enclosing_external_id(static_cast<int32_t>(i))) {
+      out_ += "\"External id\": ";
+      json::append_uint(out_, ext);
+      out_ += ", ";
+    }
+    out_ += "\"cbid\": ";
+    json::append_uint(out_, e.cbid);
+    out_ += ", \"correlation\": ";
+    json::append_uint(out_, e.correlation);
+    out_ += "}}";
+    if (launches_[i]) {
+      begin_event(first);
+      kineto::append_flow(out_, /*start=*/true, e.correlation, proc_.pid, e.tid, e.start_ns, base_);
+    }
+  }
+
+  const GpuDevice* device(uint32_t id) const {
+    for (const GpuDevice& d : proc_.devices) {
+      if (d.id == id) return &d;
+    }
+    return nullptr;
+  }
+
+  void gpu_events(bool& first) {
+    for (const GpuEvent& g : proc_.gpu_events) {
+      if (!in_cycle(g.step)) continue;
+      begin_event(first);
+      uint64_t ext = g.api >= 0 ? enclosing_external_id(g.api) : 0;
+      kineto::append_gpu_event(out_, g, base_, ext, device(g.device));
+      gpu_threads_.insert({g.device, kineto::gpu_tid(g)});
+      if (g.api >= 0 && g.kind != GpuKind::kSync) {
+        begin_event(first);
+        kineto::append_flow(out_, /*start=*/false, g.correlation, g.device, kineto::gpu_tid(g), g.start_ns, base_);
+      }
+    }
+    for (const MemoryEvent& m : proc_.memory_events) {
+      if (!in_cycle(m.step)) continue;
+      begin_event(first);
+      kineto::append_memory_event(out_, m, proc_.pid, memory_tid(m), base_);
+    }
+  }
+
+  // The thread that called the allocator, else the main thread.
+  uint32_t memory_tid(const MemoryEvent& m) const {
+    if (m.correlation != 0) {
+      for (const Event& e : proc_.events_list) {
+        if (is_cuda_api(e.kind) && e.correlation == m.correlation) return e.tid;
+      }
+    }
+    return proc_.threads.empty() ? static_cast<uint32_t>(proc_.pid) : proc_.threads.front().tid;
+  }
+
+  void header() {
+    out_ += "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": ";
+    kineto::append_device_properties(out_, proc_.devices);
+    out_ += ",\n";
+    if (proc_.rank) {
+      // HTA reads the rank with a regex that expects the space after the colon.
+      out_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": ";
+      json::append_int(out_, *proc_.rank);
+      out_ += ", \"world_size\": ";
+      json::append_int(out_, world_size());
+      out_ += "},\n";
+    }
+    out_ += "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ";
+    json::append_int(out_, base_);
+    out_ += ",\n  \"traceEvents\": [";
+  }
+
+  int world_size() const {
+    if (proc_.world_size) return *proc_.world_size;
+    int size = 1;
+    for (const Process& p : run_.processes) {
+      if (p.rank) size = std::max(size, *p.rank + 1);
+    }
+    return size;
+  }
+
+  void common(std::string_view ph, std::string_view cat, std::string_view name, uint32_t tid,
+              int64_t start) {
+    out_ += "\"ph\": \"";
+    out_ += ph;
+    out_ += "\", \"cat\": \"";
+    out_ += cat;
+    out_ += "\", \"name\": ";
+    json::append_string(out_, name);
+    out_ += ", \"pid\": ";
+    json::append_int(out_, proc_.pid);
+    out_ += ", \"tid\": ";
+    json::append_uint(out_, tid);
+    out_ += ", \"ts\": ";
+    ts(start);
+  }
+
+  void range(const Event& e) {
+    common("X", "user_annotation", e.name, e.tid, e.start_ns);
+    out_ += ", \"dur\": ";
+    json::append_us(out_, e.dur_ns());
+    args(e);
+    out_ += "}";
+  }
+
+  void mark(const Event& e) {
+    common("i", "user_annotation", e.name, e.tid, e.start_ns);
+    out_ += ", \"s\": \"t\"";
+    args(e);
+    out_ += "}";
+  }
+
+  void args(const Event& e) {
+    out_ += ",\n    \"args\": {\"External id\": ";
+    json::append_uint(out_, ++external_id_);
+    if (!e.domain.empty()) {
+      out_ += ", \"domain\": ";
+      json::append_string(out_, e.domain);
+    }
+    if (e.category != 0) {
+      out_ += ", \"category\": ";
+      if (e.category_name.empty()) {
+        json::append_uint(out_, e.category);
+      } else {
+        json::append_string(out_, e.category_name);
+      }
+    }
+    payload(e);
+    if (!e.push_pop && e.end_tid != e.tid) {
+      out_ += ", \"end tid\": ";
+      json::append_uint(out_, e.end_tid);
+    }
+    if (e.unterminated) out_ += ", \"unterminated\": true";
+    out_ += "}";
+  }
+
+  void payload(const Event& e) {
+    using wire::PayloadType;
+    auto type = static_cast<PayloadType>(e.payload_type);
+    if (type == PayloadType::kNone) return;
+    out_ += ", \"payload\": ";
+    switch (type) {
+      case PayloadType::kU64:
+        json::append_uint(out_, e.payload);
+        break;
+      case PayloadType::kI64:
+        json::append_int(out_, static_cast<int64_t>(e.payload));
+        break;
+      case PayloadType::kDouble:
+        json::append_double(out_, std::bit_cast<double>(e.payload));
+        break;
+      case PayloadType::kU32:
+        json::append_uint(out_, static_cast<uint32_t>(e.payload));
+        break;
+      case PayloadType::kI32:
+        json::append_int(out_, static_cast<int32_t>(static_cast<uint32_t>(e.payload)));
+        break;
+      case PayloadType::kFloat:
+        json::append_double(out_, std::bit_cast<float>(static_cast<uint32_t>(e.payload)));
+        break;
+      default:
+        out_ += "null";
+        break;
+    }
+  }
+
+  // TensorBoard and HTA find iterations by ProfilerStep#N ranges; give them one when
+  // the marker is a mark or has another name. The implicit whole-run step gets none.
+  bool needs_synthetic_step(const Step& s) const {
+    if (s.marker < 0) return false;
+    const Event& m = proc_.events_list[s.marker];
+    return m.kind != EventKind::kRange || !m.name.starts_with(kStepPrefix);
+  }
+
+  void synthetic_step(const Step& s) {
+    const Event& m = proc_.events_list[s.marker];
+    std::string name = kStepPrefix + std::to_string(s.index);
+    common("X", "user_annotation", name, m.tid, s.start_ns);
+    out_ += ", \"dur\": ";
+    json::append_us(out_, s.dur_ns);
+    out_ += ",\n    \"args\": {\"External id\": ";
+    json::append_uint(out_, ++external_id_);
+    out_ += ", \"marker\": ";
+    json::append_string(out_, m.name);
+    out_ += "}}";
+  }
+
+  void meta(bool& first, const char* name, uint32_t tid, const char* key, const std::string* text,
+            int64_t number) {
+    begin_event(first);
+    out_ += "\"name\": \"";
+    out_ += name;
+    out_ += "\", \"ph\": \"M\", \"ts\": ";
+    ts(base_);
+    out_ += ", \"pid\": ";
+    json::append_int(out_, proc_.pid);
+    out_ += ", \"tid\": ";
+    json::append_uint(out_, tid);
+    out_ += ",\n    \"args\": {\"";
+    out_ += key;
+    out_ += "\": ";
+    if (text) {
+      json::append_string(out_, *text);
+    } else {
+      json::append_int(out_, number);
+    }
+    out_ += "}}";
+  }
+
+  void metadata(bool& first) {
+    const std::string labels = proc_.rank ? "CPU, rank " + std::to_string(*proc_.rank) : "CPU";
+    meta(first, "process_name", 0, "name", &process_name_, 0);
+    meta(first, "process_labels", 0, "labels", &labels, 0);
+    meta(first, "process_sort_index", 0, "sort_index", nullptr, proc_.pid);
+    int64_t order = 0;
+    for (const ThreadInfo& t : proc_.threads) {
+      std::string name = t.name.empty()
+                             ? "thread " + std::to_string(t.tid) + " (" + process_name_ + ")"
+                             : t.name;
+      meta(first, "thread_name", t.tid, "name", &name, 0);
+      // Threads are listed main thread first, then by tid (decode's order).
+      meta(first, "thread_sort_index", t.tid, "sort_index", nullptr, order++);
+    }
+    gpu_metadata(first);
+    profiler_span(first);
+  }
+
+  // Kineto names device pids after the process, labels them "GPU N" and sorts them
+  // after the CPU rows; streams are "stream N " threads.
+  void gpu_metadata(bool& first) {
+    std::set<uint32_t> devices;
+    for (const auto& [device, tid] : gpu_threads_) devices.insert(device);
+    for (uint32_t d : devices) {
+      const std::string label = "GPU " + std::to_string(d);
+      gpu_meta(first, "process_name", d, 0, "name", &process_name_, 0);
+      gpu_meta(first, "process_labels", d, 0, "labels", &label, 0);
+      gpu_meta(first, "process_sort_index", d, 0, "sort_index", nullptr, 5000000 + int64_t{d});
+    }
+    for (const auto& [device, tid] : gpu_threads_) {
+      const std::string name = tid < 0 ? "Device " + std::to_string(device) : "stream " + std::to_string(tid) + " ";
+      gpu_meta(first, "thread_name", device, tid, "name", &name, 0);
+      gpu_meta(first, "thread_sort_index", device, tid, "sort_index", nullptr, tid);
+    }
+  }
+
+  void gpu_meta(bool& first, const char* name, uint32_t pid, int64_t tid, const char* key,
+                const std::string* text, int64_t number) {
+    begin_event(first);
+    out_ += "\"name\": \"";
+    out_ += name;
+    out_ += "\", \"ph\": \"M\", \"ts\": ";
+    ts(base_);
+    out_ += ", \"pid\": ";
+    json::append_uint(out_, pid);
+    out_ += ", \"tid\": ";
+    json::append_int(out_, tid);
+    out_ += ",\n    \"args\": {\"";
+    out_ += key;
+    out_ += "\": ";
+    if (text) {
+      json::append_string(out_, *text);
+    } else {
+      json::append_int(out_, number);
+    }
+    out_ += "}}";
+  }
+
+  // Kineto closes every trace with these; some viewers use them for the window.
+  void profiler_span(bool& first) {
+    int64_t end = span_.end == std::numeric_limits<int64_t>::min() ? proc_.end_ns : span_.end;
+    begin_event(first);
+    out_ += "\"ph\": \"X\", \"cat\": \"Trace\", \"ts\": ";
+    ts(base_);
+    out_ += ", \"dur\": ";
+    json::append_us(out_, std::max<int64_t>(0, end - base_));
+    out_ += ", \"pid\": \"Spans\", \"tid\": \"PyTorch Profiler\", \"name\": \"PyTorch Profiler (";
+    json::append_int(out_, cycle_);
+    out_ += ")\",\n    \"args\": {\"Op count\": 0}}";
+    begin_event(first);
+    out_ += "\"name\": \"process_sort_index\", \"ph\": \"M\", \"ts\": ";
+    ts(base_);
+    out_ += ", \"pid\": \"Spans\", \"tid\": 0, \"args\": {\"sort_index\": 536870912}}";
+    begin_event(first);
+    out_ += "\"name\": \"Iteration Start: PyTorch Profiler\", \"ph\": \"i\", \"s\": \"g\", "
+            "\"pid\": \"Traces\", \"tid\": \"Trace PyTorch Profiler\", \"ts\": ";
+    ts(base_);
+    out_ += "}";
+    begin_event(first);
+    out_ += "\"name\": \"Record Window End\", \"ph\": \"i\", \"s\": \"g\", \"pid\": \"\", "
+            "\"tid\": \"\", \"ts\": ";
+    ts(end);
+    out_ += "}";
+  }
+
+  const Run& run_;
+  const Process& proc_;
+  int cycle_;
+  TraceSink& sink_;
+  CycleSpan span_;
+  int64_t base_ = 0;
+  std::string process_name_;
+  std::string out_;
+  uint64_t external_id_ = 0;
+  std::vector<uint64_t> external_ids_;  // per event index: the External id written for it
+  std::vector<bool> launches_;          // per event index: an API call with GPU work in the cycle
+  std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
+};
+
+std::string sanitize(std::string name) {
+  for (char& c : name) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  return name.empty() ? "worker" : name;
+}
+
+}  // namespace
+
+std::string trace_worker_name(const Run& run, const Process& proc, const std::string& override) {
+  if (override.empty()) return sanitize(proc.worker);
+  size_t traced = 0;
+  for (const Process& p : run.processes) traced += p.events_list.empty() ? 0 : 1;
+  if (traced <= 1) return sanitize(override);
+  return sanitize(override + "_" + std::to_string(proc.pid));
+}
+
+void render_kineto_trace(const Run& run, const Process& proc, int cycle,
+                         const std::string& trace_name, TraceSink& sink) {
+  TraceWriter(run, proc, cycle, sink).write(trace_name);
+}
+
+std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& options) {
+  std::vector<TraceFile> files;
+  std::set<std::string> used;
+  fs::create_directories(options.dir);
+  const char* suffix = options.gzip ? ".pt.trace.json.gz" : ".pt.trace.json";
+  for (const Process& proc : run.processes) {
+    if (proc.events_list.empty()) continue;
+    int cycles = 0;
+    for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
+    const std::string worker = trace_worker_name(run, proc, options.worker_name);
+    for (int cycle = 0; cycle < cycles; ++cycle) {
+      int64_t unix_ns = cycle_span(proc, cycle).end;
+      std::string path;
+      // Never overwrite: bump the time stamp until the name is free.
+      do {
+        path = (fs::path(options.dir) / (worker + "." + std::to_string(unix_ns++) + suffix)).string();
+      } while (used.count(path) || fs::exists(path));
+      used.insert(path);
+      if (options.gzip) {
+        GzipSink sink(path);
+        render_kineto_trace(run, proc, cycle, path, sink);
+        sink.close();
+      } else {
+        FileSink sink(path);
+        render_kineto_trace(run, proc, cycle, path, sink);
+        sink.close();
+      }
+      files.push_back({proc.pid, cycle, path});
+    }
+  }
+  return files;
+}
+
+}  // namespace torchprof

@@ -1,0 +1,127 @@
+#include "formats/outputs.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "collector/analysis.h"
+#include "collector/decode.h"
+#include "formats/kineto_trace.h"
+#include "formats/summary_json.h"
+#include "formats/stats.h"
+#include "formats/table.h"
+
+namespace torchprof {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxPrintedWarnings = 10;
+
+// `report` accepts the output folder of a run as well as the capture itself.
+std::string capture_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return (fs::path(path) / "capture.tprof").string();
+  return path;
+}
+
+AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
+  AnalysisOptions analysis;
+  analysis.step_marker = options.step_marker;
+  if (!options.schedule.empty()) {
+    std::string error;
+    std::string warning;
+    analysis.schedule = parse_schedule(options.schedule, &error, &warning);
+    if (!analysis.schedule) throw InputError("invalid schedule '" + options.schedule + "': " + error);
+    if (!warning.empty()) run.warnings.push_back(warning);
+  }
+  return analysis;
+}
+
+std::string render(const TableRows& rows, const std::string& format) {
+  if (format == "table") return render_table(rows);
+  if (format == "csv") return render_csv(rows);
+  if (format == "json") return render_json(rows);
+  if (format == "markdown") return render_markdown(rows);
+  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+void print_notes(const Run& run, std::ostream& out) {
+  if (run.dropped_events > 0) {
+    out << "torchprof: " << run.dropped_events << " events lost\n";
+  }
+  if (run.cupti_dropped > 0) {
+    out << "torchprof: " << run.cupti_dropped << " GPU activity records lost (dropped by CUPTI)\n";
+  }
+  if (run.truncated) {
+    out << "torchprof: capture truncated at byte " << run.truncated_at
+        << "; results cover what was written before it\n";
+  }
+  size_t printed = 0;
+  size_t total = run.warnings.size();
+  for (const Process& p : run.processes) total += p.warnings.size();
+  auto warn = [&](const std::string& text) {
+    if (printed++ < kMaxPrintedWarnings) out << "torchprof: warning: " << text << "\n";
+  };
+  for (const std::string& w : run.warnings) warn(w);
+  for (const Process& p : run.processes) {
+    for (const std::string& w : p.warnings) warn("pid " + std::to_string(p.pid) + ": " + w);
+  }
+  if (total > kMaxPrintedWarnings) {
+    out << "torchprof: " << total - kMaxPrintedWarnings << " more warnings in summary.json\n";
+  }
+}
+
+}  // namespace
+
+OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
+                           std::ostream& out) {
+  Run run = decode_capture_file(capture_file(capture_path));
+  analyse(run, analysis_options(options, run));
+  if (!options.worker_name.empty()) {
+    std::vector<std::string> workers;
+    for (const Process& p : run.processes) workers.push_back(trace_worker_name(run, p, options.worker_name));
+    for (size_t i = 0; i < workers.size(); ++i) run.processes[i].worker = workers[i];
+  }
+
+  // Everything that can reject the options runs before any file is written.
+  TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
+  const std::string printed = options.quiet ? std::string() : render(rows, options.format);
+
+  OutputResult result;
+  result.target_exit_code = run.exit_code;
+  result.truncated = run.truncated;
+  result.out_dir = options.out_dir;
+  if (options.write_files) {
+    fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
+    fs::create_directories(dir);
+    std::vector<std::string> traces;
+    for (const TraceFile& f : write_kineto_traces(
+             run, {(dir / "traces").string(), options.gzip, /*worker_name=*/""})) {
+      traces.push_back(f.path);
+    }
+    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string()));
+    write_text(dir / "table.txt", render_table(rows));
+  }
+  if (!options.quiet) {
+    out << printed;
+    if (options.stats) {
+      out << "\n";
+      render_stats(run, out);
+    }
+    print_notes(run, out);
+    out.flush();
+  }
+  return result;
+}
+
+}  // namespace torchprof

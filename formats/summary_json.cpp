@@ -1,0 +1,240 @@
+#include "formats/summary_json.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "collector/analysis.h"
+#include "collector/gpu_analysis.h"
+
+namespace torchprof {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+template <typename T>
+Json optional_value(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json process_json(const Process& p) {
+  Json threads = Json::array();
+  for (const ThreadInfo& t : p.threads) {
+    threads.push_back({{"tid", t.tid},
+                       {"name", t.name},
+                       {"is_main", t.is_main},
+                       {"events", t.events},
+                       {"dropped", t.dropped}});
+  }
+  return {{"pid", p.pid},
+          {"ppid", p.ppid},
+          {"exe", p.exe},
+          {"worker", p.worker},
+          {"rank", optional_value(p.rank)},
+          {"events", p.events_list.size()},
+          {"dropped", p.dropped},
+          {"exit_code", optional_value(p.exit_code)},
+          {"exit_signal", optional_value(p.exit_signal)},
+          {"host", p.host},
+          {"cmdline", p.cmdline},
+          {"start_ns", p.start_ns},
+          {"end_ns", p.end_ns},
+          {"steps", p.steps.size()},
+          {"cycles", cycle_count(p)},
+          {"threads", std::move(threads)},
+          {"warnings", p.warnings}};
+}
+
+Json steps_json(const Run& run) {
+  Json steps = Json::array();
+  for (const Process& p : run.processes) {
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      const Step& s = p.steps[k];
+      // GPU work of a step is what its API calls launched, even when it ran after the step's CPU end.
+      auto usage = device_usage(p, [&](const GpuEvent& g) { return g.step == static_cast<int32_t>(k); });
+      int64_t busy = 0;
+      int64_t gpu_ns = 0;
+      for (const DeviceUsage& u : usage) {
+        busy += u.busy_ns;
+        gpu_ns += u.kernel_ns + u.memcpy_ns + u.memset_ns;
+      }
+      steps.push_back({{"pid", p.pid},
+                       {"index", s.index},
+                       {"name", s.name},
+                       {"start_ns", s.start_ns},
+                       {"dur_ns", s.dur_ns},
+                       {"action", step_action_name(s.action)},
+                       {"cycle", s.cycle >= 0 ? Json(s.cycle) : Json(nullptr)},
+                       {"gpu_busy_ns", busy},
+                       {"gpu_ns", gpu_ns}});
+    }
+  }
+  return steps;
+}
+
+Json ops_json(const Run& run) {
+  Json ops = Json::array();
+  for (const OpStats& o : run.ops) {
+    ops.push_back({{"name", o.name},
+                   {"kind", o.kind},
+                   {"calls", o.calls},
+                   {"self_cpu_ns", o.self_cpu_ns},
+                   {"cpu_total_ns", o.cpu_total_ns},
+                   {"self_cuda_ns", o.self_cuda_ns},
+                   {"cuda_total_ns", o.cuda_total_ns},
+                   {"input_shapes", nullptr}});
+    if (!o.mangled.empty() && o.mangled != o.name) ops.back()["mangled_name"] = o.mangled;
+  }
+  return ops;
+}
+
+Json device_json(const Process& p, const DeviceUsage& u) {
+  Json d = {{"pid", p.pid}, {"id", u.device}, {"name", nullptr}};
+  for (const GpuDevice& g : p.devices) {
+    if (g.id != u.device) continue;
+    d["name"] = g.name;
+    d["totalGlobalMem"] = g.total_global_mem;
+    d["computeMajor"] = g.compute_major;
+    d["computeMinor"] = g.compute_minor;
+    d["maxThreadsPerBlock"] = g.max_threads_per_block;
+    d["maxThreadsPerMultiprocessor"] = g.max_threads_per_multiprocessor;
+    d["regsPerBlock"] = g.regs_per_block;
+    d["warpSize"] = g.warp_size;
+    d["sharedMemPerBlock"] = g.shared_mem_per_block;
+    d["numSms"] = g.num_sms;
+    d["regsPerMultiprocessor"] = g.regs_per_multiprocessor;
+    d["sharedMemPerBlockOptin"] = g.shared_mem_per_block_optin;
+    d["sharedMemPerMultiprocessor"] = g.shared_mem_per_multiprocessor;
+  }
+  Json streams = Json::object();
+  for (const auto& [id, st] : u.streams) streams[std::to_string(id)] = {{"ops", st.ops}, {"busy_ns", st.busy_ns}};
+  d.update({{"window_start_ns", u.window_start_ns}, {"window_end_ns", u.window_end_ns},
+            {"busy_ns", u.busy_ns}, {"busy_all_ns", u.busy_all_ns}, {"idle_ns", u.idle_ns},
+            {"kernels", u.kernels}, {"memcpys", u.memcpys}, {"memsets", u.memsets}, {"syncs", u.syncs},
+            {"kernel_ns", u.kernel_ns}, {"memcpy_ns", u.memcpy_ns}, {"memset_ns", u.memset_ns},
+            {"memcpy_bytes", u.memcpy_bytes}, {"memset_bytes", u.memset_bytes},
+            {"streams", std::move(streams)}});
+  return d;
+}
+
+// Copies by Kineto name over the recorded steps: count, bytes, time and bandwidth.
+Json memcpy_json(const Run& run) {
+  struct Copy {
+    uint64_t calls = 0, bytes = 0;
+    int64_t ns = 0;
+  };
+  std::map<std::string, Copy> copies;
+  for (const Process& p : run.processes) {
+    for (const GpuEvent& g : p.gpu_events) {
+      if ((g.kind != GpuKind::kMemcpy && g.kind != GpuKind::kMemset) || !in_recorded_step(p, g)) continue;
+      Copy& c = copies[g.name];
+      ++c.calls;
+      c.bytes += g.bytes;
+      c.ns += g.dur_ns();
+    }
+  }
+  Json out = Json::array();
+  for (const auto& [name, c] : copies) {
+    // bytes per ns is GB/s (1e9 bytes per second), Kineto's "memory bandwidth (GB/s)".
+    double gbps = c.ns > 0 ? static_cast<double>(c.bytes) / static_cast<double>(c.ns) : 0.0;
+    out.push_back({{"name", name}, {"calls", c.calls}, {"bytes", c.bytes}, {"total_ns", c.ns},
+                   {"bandwidth_gb_per_s", gbps}});
+  }
+  return out;
+}
+
+// Utilisation over the recorded steps; busy is HTA's: merged kernel intervals
+// (busy_all_ns adds copies and memsets); idle = recorded window - busy.
+Json gpu_json(const Run& run) {
+  Json devices = Json::array();
+  int64_t busy = 0;
+  int64_t idle = 0;
+  for (const Process& p : run.processes) {
+    for (const DeviceUsage& u : device_usage(p, [&](const GpuEvent& g) { return in_recorded_step(p, g); })) {
+      busy += u.busy_ns;
+      idle += u.idle_ns;
+      devices.push_back(device_json(p, u));
+    }
+  }
+  return {{"devices", std::move(devices)},
+          {"busy_ns", busy},
+          {"idle_ns", idle},
+          {"busy_definition", "merged kernel intervals per device"},
+          {"memcpy", memcpy_json(run)},
+          {"cupti_dropped", run.cupti_dropped},
+          {"notices", run.gpu_notices}};
+}
+
+Json memory_json(const Run& run) {
+  Json peak = Json::object();
+  Json per_step = Json::array();
+  uint64_t allocations = 0, frees = 0, alloc_bytes = 0, free_bytes = 0;
+  for (const Process& p : run.processes) {
+    if (p.memory_events.empty()) continue;
+    MemoryUsage m = memory_usage(p);
+    allocations += m.allocations;
+    frees += m.frees;
+    alloc_bytes += m.alloc_bytes;
+    free_bytes += m.free_bytes;
+    // Device ids are per process: with several processes the highest peak is shown.
+    for (const auto& [device, bytes] : m.peak_bytes) {
+      std::string key = std::to_string(device);
+      peak[key] = std::max<int64_t>(peak.value(key, int64_t{0}), bytes);
+    }
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      Json devs = Json::object();
+      for (const auto& [device, bytes] : step_peak_bytes(p, static_cast<int>(k))) devs[std::to_string(device)] = bytes;
+      per_step.push_back({{"pid", p.pid}, {"index", p.steps[k].index}, {"peak_bytes_per_device", std::move(devs)}});
+    }
+  }
+  return {{"peak_bytes_per_device", std::move(peak)}, {"peak_bytes_per_step", std::move(per_step)},
+          {"alloc_bytes", alloc_bytes},  {"free_bytes", free_bytes},
+          {"allocations", allocations},  {"frees", frees}};
+}
+
+Json warnings_json(const Run& run) {
+  Json warnings = run.warnings;
+  for (const std::string& n : run.gpu_notices) warnings.push_back(n);
+  for (const Process& p : run.processes) {
+    for (const std::string& w : p.warnings) warnings.push_back("pid " + std::to_string(p.pid) + ": " + w);
+  }
+  return warnings;
+}
+
+}  // namespace
+
+std::string render_summary_json(const Run& run, const std::vector<std::string>& traces,
+                                const std::string& out_dir) {
+  Json j;
+  j["schema"] = "torchprof.summary/1";
+  j["command"] = run.command;
+  j["exit_code"] = run.exit_code;
+  j["dropped_events"] = run.dropped_events;
+  j["host"] = run.host;
+  j["start_ns"] = run.start_ns;
+  j["end_ns"] = run.end_ns;
+  j["truncated"] = run.truncated;
+  j["truncated_at"] = run.truncated ? Json(run.truncated_at) : Json(nullptr);
+  j["warnings"] = warnings_json(run);
+  j["processes_without_events"] = run.processes_without_events;
+  j["processes"] = Json::array();
+  for (const Process& p : run.processes) j["processes"].push_back(process_json(p));
+  j["steps"] = steps_json(run);
+  j["ops"] = ops_json(run);
+  j["cupti_dropped"] = run.cupti_dropped;
+  j["gpu_notices"] = run.gpu_notices;
+  j["gpu"] = gpu_json(run);
+  j["memory"] = memory_json(run);
+  Json files = Json::array();
+  for (const std::string& t : traces) {
+    std::filesystem::path rel = out_dir.empty() ? std::filesystem::path(t)
+                                                : std::filesystem::path(t).lexically_relative(out_dir);
+    files.push_back(rel.empty() || rel.native().starts_with("..") ? t : rel.string());
+  }
+  j["traces"] = std::move(files);
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace torchprof

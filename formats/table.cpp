@@ -1,0 +1,283 @@
+#include "formats/table.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "formats/outputs.h"
+
+namespace torchprof {
+
+namespace {
+
+constexpr size_t kMaxNameWidth = 55;  // torch's max_name_column_width
+constexpr size_t kColumnWidth = 12;
+constexpr const char* kStepPrefix = "ProfilerStep#";
+
+double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+double avg_us(int64_t total_ns, uint64_t calls) {
+  return calls == 0 ? 0.0 : us(total_ns) / static_cast<double>(calls);
+}
+
+// Value a sort key orders by (descending, ties keep first-appearance order).
+double sort_value(const OpStats& op, const std::string& key) {
+  if (key == "cpu_time_total") return static_cast<double>(op.cpu_total_ns);
+  if (key == "cuda_time_total") return static_cast<double>(op.cuda_total_ns);
+  if (key == "self_cpu_time_total") return static_cast<double>(op.self_cpu_ns);
+  if (key == "self_cuda_time_total") return static_cast<double>(op.self_cuda_ns);
+  if (key == "cpu_time") return avg_us(op.cpu_total_ns, op.calls);
+  if (key == "cuda_time") return avg_us(op.cuda_total_ns, op.calls);
+  if (key == "count") return static_cast<double>(op.calls);
+  return 0.0;  // memory keys: no memory data is recorded per op yet
+}
+
+std::string resolve_sort_key(const std::string& sort, bool has_gpu) {
+  if (sort.empty()) return has_gpu ? "cuda_time_total" : "cpu_time_total";
+  const auto& keys = table_sort_keys();
+  if (std::find(keys.begin(), keys.end(), sort) != keys.end()) return sort;
+  std::string valid;
+  for (const std::string& k : keys) valid += (valid.empty() ? "" : ", ") + k;
+  throw InputError("unknown sort key '" + sort + "' (valid: " + valid + ")");
+}
+
+std::vector<OpStats> fold_steps(const std::vector<OpStats>& ops) {
+  std::vector<OpStats> folded;
+  std::unordered_map<std::string, size_t> index;
+  for (const OpStats& op : ops) {
+    std::string name = op.name.starts_with(kStepPrefix) ? "ProfilerStep*" : op.name;
+    auto [it, fresh] = index.try_emplace(op.kind + '\0' + name, folded.size());
+    if (fresh) {
+      folded.push_back(op);
+      folded.back().name = name;
+      continue;
+    }
+    OpStats& row = folded[it->second];
+    row.calls += op.calls;
+    row.self_cpu_ns += op.self_cpu_ns;
+    row.cpu_total_ns += op.cpu_total_ns;
+    row.self_cuda_ns += op.self_cuda_ns;
+    row.cuda_total_ns += op.cuda_total_ns;
+  }
+  return folded;
+}
+
+struct Column {
+  std::string header;
+  std::function<std::string(const OpStats&)> cell;
+};
+
+std::vector<Column> columns(const TableRows& t) {
+  const double cpu_total = us(t.self_cpu_total_ns);
+  const double cuda_total = us(t.self_cuda_total_ns);
+  std::vector<Column> cols = {
+      {"Self CPU %", [=](const OpStats& o) { return format_share(us(o.self_cpu_ns), cpu_total); }},
+      {"Self CPU", [](const OpStats& o) { return format_time_us(us(o.self_cpu_ns)); }},
+      {"CPU total %",
+       [=](const OpStats& o) { return format_share(us(o.cpu_total_ns), cpu_total); }},
+      {"CPU total", [](const OpStats& o) { return format_time_us(us(o.cpu_total_ns)); }},
+      {"CPU time avg",
+       [](const OpStats& o) { return format_time_us(avg_us(o.cpu_total_ns, o.calls)); }},
+  };
+  if (t.has_gpu) {
+    cols.push_back({"Self CUDA", [](const OpStats& o) { return format_time_us(us(o.self_cuda_ns)); }});
+    cols.push_back({"Self CUDA %", [=](const OpStats& o) {
+                      return format_share(us(o.self_cuda_ns), cuda_total);
+                    }});
+    cols.push_back({"CUDA total", [](const OpStats& o) { return format_time_us(us(o.cuda_total_ns)); }});
+    cols.push_back({"CUDA time avg", [](const OpStats& o) {
+                      return format_time_us(avg_us(o.cuda_total_ns, o.calls));
+                    }});
+  }
+  cols.push_back({"# of Calls", [](const OpStats& o) { return std::to_string(o.calls); }});
+  return cols;
+}
+
+void pad_left(std::string& out, std::string_view text, size_t width) {
+  size_t len = utf8_length(text);
+  if (len < width) out.append(width - len, ' ');
+  out.append(text);
+}
+
+std::string display_name(const std::string& name) {
+  if (utf8_length(name) >= kMaxNameWidth - 3) return utf8_prefix(name, kMaxNameWidth - 3) + "...";
+  return name;
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& table_sort_keys() {
+  static const std::vector<std::string> keys = {
+      "cpu_time",          "cuda_time",          "cpu_time_total",
+      "cuda_time_total",   "self_cpu_time_total", "self_cuda_time_total",
+      "cpu_memory_usage",  "cuda_memory_usage",  "self_cpu_memory_usage",
+      "self_cuda_memory_usage", "count"};
+  return keys;
+}
+
+TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
+                          const TableOptions& options) {
+  TableRows t;
+  t.rows = fold_steps(ops);
+  t.has_gpu = has_gpu;
+  size_t longest = 0;
+  for (const OpStats& op : t.rows) {
+    t.self_cpu_total_ns += op.self_cpu_ns;
+    t.self_cuda_total_ns += op.self_cuda_ns;
+    if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) t.has_gpu = true;
+    longest = std::max(longest, utf8_length(op.name));
+  }
+  t.sort_key = resolve_sort_key(options.sort, t.has_gpu);
+  std::stable_sort(t.rows.begin(), t.rows.end(), [&](const OpStats& x, const OpStats& y) {
+    return sort_value(x, t.sort_key) > sort_value(y, t.sort_key);
+  });
+  t.name_width = std::min(longest + 4, kMaxNameWidth);
+  if (options.row_limit > 0 && t.rows.size() > static_cast<size_t>(options.row_limit)) {
+    t.rows.resize(static_cast<size_t>(options.row_limit));
+  }
+  return t;
+}
+
+std::string render_table(const TableRows& t) {
+  const std::vector<Column> cols = columns(t);
+  std::string rule(t.name_width, '-');
+  rule += "  ";
+  for (size_t i = 0; i < cols.size(); ++i) rule += std::string(kColumnWidth, '-') + "  ";
+  rule += '\n';
+
+  std::string out = rule;
+  pad_left(out, "Name", t.name_width);
+  out += "  ";
+  for (const Column& c : cols) {
+    pad_left(out, c.header, kColumnWidth);
+    out += "  ";
+  }
+  out += '\n';
+  out += rule;
+  for (const OpStats& op : t.rows) {
+    pad_left(out, display_name(op.name), t.name_width);
+    out += "  ";
+    for (const Column& c : cols) {
+      pad_left(out, c.cell(op), kColumnWidth);
+      out += "  ";
+    }
+    out += '\n';
+  }
+  out += rule;
+  out += "Self CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
+  if (t.has_gpu) out += "Self CUDA time total: " + format_time_us(us(t.self_cuda_total_ns)) + "\n";
+  return out;
+}
+
+std::string render_csv(const TableRows& t) {
+  std::string out = "Name,Self CPU %,Self CPU (us),CPU total %,CPU total (us),CPU time avg (us)";
+  if (t.has_gpu) out += ",Self CUDA (us),Self CUDA %,CUDA total (us),CUDA time avg (us)";
+  out += ",# of Calls\n";
+  const double cpu_total = us(t.self_cpu_total_ns);
+  const double cuda_total = us(t.self_cuda_total_ns);
+  auto share = [](double part, double total) { return total == 0 ? 0.0 : part * 100.0 / total; };
+  for (const OpStats& o : t.rows) {
+    out += csv_quote(o.name);
+    out += "," + fixed(share(us(o.self_cpu_ns), cpu_total), 2) + "," + fixed(us(o.self_cpu_ns), 3);
+    out += "," + fixed(share(us(o.cpu_total_ns), cpu_total), 2) + "," + fixed(us(o.cpu_total_ns), 3);
+    out += "," + fixed(avg_us(o.cpu_total_ns, o.calls), 3);
+    if (t.has_gpu) {
+      out += "," + fixed(us(o.self_cuda_ns), 3) + "," + fixed(share(us(o.self_cuda_ns), cuda_total), 2);
+      out += "," + fixed(us(o.cuda_total_ns), 3) + "," + fixed(avg_us(o.cuda_total_ns, o.calls), 3);
+    }
+    out += "," + std::to_string(o.calls) + "\n";
+  }
+  return out;
+}
+
+std::string render_markdown(const TableRows& t) {
+  const std::vector<Column> cols = columns(t);
+  std::string out = "| Name |";
+  std::string align = "|:---|";
+  for (const Column& c : cols) {
+    out += " " + c.header + " |";
+    align += "---:|";
+  }
+  out += "\n" + align + "\n";
+  for (const OpStats& o : t.rows) {
+    std::string name;
+    for (char ch : o.name) name += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    out += "| " + name + " |";
+    for (const Column& c : cols) out += " " + c.cell(o) + " |";
+    out += "\n";
+  }
+  out += "\nSelf CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
+  if (t.has_gpu) out += "Self CUDA time total: " + format_time_us(us(t.self_cuda_total_ns)) + "\n";
+  return out;
+}
+
+std::string render_json(const TableRows& t) {
+  nlohmann::ordered_json j;
+  j["sort_by"] = t.sort_key;
+  j["self_cpu_time_total_ns"] = t.self_cpu_total_ns;
+  j["self_cuda_time_total_ns"] = t.self_cuda_total_ns;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const OpStats& o : t.rows) {
+    j["rows"].push_back({{"name", o.name},
+                         {"kind", o.kind},
+                         {"calls", o.calls},
+                         {"self_cpu_ns", o.self_cpu_ns},
+                         {"cpu_total_ns", o.cpu_total_ns},
+                         {"self_cuda_ns", o.self_cuda_ns},
+                         {"cuda_total_ns", o.cuda_total_ns}});
+  }
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string format_time_us(double time_us) {
+  char buf[64];
+  if (time_us >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.3fs", time_us / 1e6);
+  } else if (time_us >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.3fms", time_us / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3fus", time_us);
+  }
+  return buf;
+}
+
+std::string format_share(double part, double total) {
+  if (total == 0) return "NaN";  // torch prints NaN when nothing was timed
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f%%", part * 100.0 / total);
+  return buf;
+}
+
+size_t utf8_length(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string utf8_prefix(std::string_view s, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (count == n) return std::string(s.substr(0, i));
+      ++count;
+    }
+  }
+  return std::string(s);
+}
+
+}  // namespace torchprof

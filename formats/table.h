@@ -1,0 +1,50 @@
+// The operator table of key_averages().table(), and the same rows as CSV, JSON and
+// Markdown. Layout rules follow torch (see ../shared/REFERENCE.md): right-aligned
+// columns each followed by two spaces, Name width min(longest + 4, 55), other
+// columns 12, `%.3f` + us|ms|s times, `%.2f%%` shares, ProfilerStep#N folded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collector/model.h"
+
+namespace torchprof {
+
+struct TableOptions {
+  std::string sort;     // torch sort key; "" = cuda_time_total with GPU data, else cpu_time_total
+  int row_limit = 100;  // <= 0: all rows
+};
+
+struct TableRows {
+  std::vector<OpStats> rows;        // sorted, cut to row_limit
+  int64_t self_cpu_total_ns = 0;    // over all rows before the cut, as torch
+  int64_t self_cuda_total_ns = 0;
+  bool has_gpu = false;
+  size_t name_width = 0;            // in code points
+  std::string sort_key;
+};
+
+// The sort keys torch accepts, in the order they are listed to the user.
+const std::vector<std::string>& table_sort_keys();
+
+// Folds, sorts and cuts `ops`. Throws InputError for an unknown sort key.
+TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
+                          const TableOptions& options);
+
+std::string render_table(const TableRows& rows);
+std::string render_csv(const TableRows& rows);
+std::string render_markdown(const TableRows& rows);
+std::string render_json(const TableRows& rows);
+
+// torch's _format_time / _format_time_share, on microseconds.
+std::string format_time_us(double us);
+std::string format_share(double part, double total);
+
+// Length in code points (Python's len(str)) and the first n code points.
+size_t utf8_length(std::string_view s);
+std::string utf8_prefix(std::string_view s, size_t n);
+
+}  // namespace torchprof

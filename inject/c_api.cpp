@@ -1,0 +1,61 @@
+// The small C API for bindings (a future Python module) and the CUDA driver's
+// injection entry point; pthread_setname_np is interposed so renamed threads
+// keep their names in the output.
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "inject/cupti_tracer.h"
+#include "inject/export.h"
+#include "inject/process_state.h"
+#include "inject/recorder.h"
+
+namespace tpi = torchprof::inject;
+
+extern "C" {
+
+// Same records and return values as nvtxRangePushA / nvtxRangePop / nvtxMarkA
+// in NVTX's default domain.
+TORCHPROF_EXPORT int torchprof_range_push(const char* name) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  return tb != nullptr ? tpi::record_push(tb, 0, tpi::ascii_name(name), 0, 0) : -1;
+}
+
+TORCHPROF_EXPORT int torchprof_range_pop(void) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  return tb != nullptr ? tpi::record_pop(tb, 0) : -1;
+}
+
+TORCHPROF_EXPORT void torchprof_mark(const char* name) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  if (tb != nullptr) tpi::record_mark(tb, 0, tpi::ascii_name(name), 0, 0);
+}
+
+// Called by the CUDA driver at cuInit when CUDA_INJECTION64_PATH names us. GPU
+// tracing failures only turn GPU tracing off: always accept, so the driver goes on.
+TORCHPROF_EXPORT int InitializeInjection(void) {
+  tpi::cupti_initialize();
+  return 1;
+}
+
+// Only a thread naming itself is recorded (another thread's OS tid is not
+// knowable from a pthread_t); a thread that has not emitted yet needs nothing,
+// its first event reads the current name.
+TORCHPROF_EXPORT int pthread_setname_np(pthread_t thread, const char* name) noexcept {
+  using SetNameFn = int (*)(pthread_t, const char*);
+  static auto real = reinterpret_cast<SetNameFn>(dlsym(RTLD_NEXT, "pthread_setname_np"));
+  int rc = real != nullptr ? real(thread, name) : -1;
+  if (rc == 0 && pthread_equal(thread, pthread_self()) && tpi::t_slot.buf != nullptr &&
+      tpi::t_slot.gen == tpi::g_generation.load(std::memory_order_relaxed)) {
+    tpi::CallbackGuard guard;
+    if (guard.entered()) tpi::record_thread_name(tpi::t_slot.buf, 0, tpi::ascii_name(name), /*source=*/1);
+  }
+  return rc;
+}
+
+}  // extern "C"

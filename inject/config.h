@@ -1,0 +1,42 @@
+// Settings of the injected library, read once from the TORCHPROF_* environment
+// (formats/wire/env.h) when the library is loaded, plus the one-line stderr notice.
+#pragma once
+
+#include <cstdint>
+
+namespace torchprof::inject {
+
+enum class LogLevel : int { kTrace = 0, kDebug, kInfo, kWarn, kError, kOff };
+
+// A variable that must survive into exec'd children, as "KEY=VALUE".
+struct KeptEnv {
+  const char* key = nullptr;    // "LD_PRELOAD"
+  const char* entry = nullptr;  // "LD_PRELOAD=/path/lib.so"
+};
+
+struct Config {
+  bool active = false;              // TORCHPROF_SOCKET set
+  const char* socket_path = nullptr;
+  const char* lib_path = nullptr;   // TORCHPROF_LIB
+  LogLevel log_level = LogLevel::kWarn;
+  uint32_t buffer_kb = 1024;
+  uint32_t flush_ms = 20;
+  uint32_t exit_timeout_ms = 2000;
+  bool trace_nvtx = true;           // TORCHPROF_TRACE lists nvtx (or is unset)
+  bool trace_cuda = true;           // … cuda: runtime/driver API calls (CUPTI callbacks)
+  bool trace_gpu = true;            // … gpu: kernels, copies, sets, syncs (CUPTI activity)
+  bool trace_memory = true;         // … memory: device allocations and frees (CUPTI MEMORY2)
+  static constexpr int kMaxKept = 24;
+  KeptEnv kept[kMaxKept];
+  int kept_count = 0;
+};
+
+// Read-only after load_config() ran (from the library constructor).
+const Config& config();
+void load_config();
+
+// Writes "torchprof: <text>\n" to stderr with one write(2) when `level` passes
+// TORCHPROF_LOG_LEVEL. Cold paths only; async-signal-safe when no args are given.
+void notice(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+}  // namespace torchprof::inject

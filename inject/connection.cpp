@@ -1,0 +1,227 @@
+#include "inject/connection.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "inject/clock.h"
+
+namespace torchprof::inject {
+namespace {
+
+constexpr uint64_t kRetryNs = 1000000000ull;
+constexpr size_t kMaxCmdline = 1u << 20;
+constexpr const char* kHelloEnv[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID",
+                                     "OMPI_COMM_WORLD_RANK", "TORCHPROF_WORKER_NAME"};
+
+void set_timeout(int fd, int option, int seconds) {
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
+}
+
+void read_file(const char* path, std::vector<char>& out, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    size_t take = out.size() + static_cast<size_t>(n) > cap ? cap - out.size() : static_cast<size_t>(n);
+    out.insert(out.end(), buf, buf + take);
+    if (out.size() >= cap) break;
+  }
+  close(fd);
+}
+
+// The Hello body: fixed part, then exe, argv, host and the env entries the
+// analysis needs (rank and worker name).
+std::vector<char> build_hello() {
+  char exe[4096];
+  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof(exe));
+  if (exe_len < 0) exe_len = 0;
+  std::vector<char> cmdline;
+  read_file("/proc/self/cmdline", cmdline, kMaxCmdline);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::vector<char> env;
+  for (const char* key : kHelloEnv) {
+    const char* v = getenv(key);
+    if (v == nullptr) continue;
+    env.insert(env.end(), key, key + strlen(key));
+    env.push_back('=');
+    env.insert(env.end(), v, v + strlen(v));
+    env.push_back('\0');
+  }
+  wire::Hello h{};
+  memcpy(h.magic, wire::kHelloMagic, sizeof(h.magic));
+  h.version = wire::kProtocolVersion;
+  h.slot_size = wire::kSlotSize;
+  h.pid = getpid();
+  h.ppid = getppid();
+  timespec real;
+  h.mono_ns = now_ns();  // read back to back: the pair converts record times
+  clock_gettime(CLOCK_REALTIME, &real);
+  h.real_ns = static_cast<uint64_t>(real.tv_sec) * 1000000000ull + static_cast<uint64_t>(real.tv_nsec);
+  h.exe_len = static_cast<uint32_t>(exe_len);
+  h.cmdline_len = static_cast<uint32_t>(cmdline.size());
+  h.host_len = static_cast<uint32_t>(strlen(host));
+  h.env_len = static_cast<uint32_t>(env.size());
+  std::vector<char> body(sizeof(h));
+  memcpy(body.data(), &h, sizeof(h));
+  body.insert(body.end(), exe, exe + exe_len);
+  body.insert(body.end(), cmdline.begin(), cmdline.end());
+  body.insert(body.end(), host, host + h.host_len);
+  body.insert(body.end(), env.begin(), env.end());
+  return body;
+}
+
+bool recv_exact(int fd, void* dst, size_t n) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Connection::ensure(const Config& cfg, uint64_t now) {
+  if (state_ == State::kUp) return true;
+  if (state_ == State::kRefused || state_ == State::kGone) return false;
+  if (state_ == State::kFailed && now - last_attempt_ns_ < kRetryNs) return false;
+  last_attempt_ns_ = now;
+  if (!connect_socket(cfg.socket_path)) {
+    if (state_ != State::kFailed) notice(LogLevel::kWarn, "cannot reach the collector at %s: %s", cfg.socket_path, strerror(errno));
+    state_ = State::kFailed;
+    return false;
+  }
+  if (!handshake()) return false;
+  state_ = State::kUp;
+  ++epoch_;
+  return true;
+}
+
+bool Connection::connect_socket(const char* path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path == nullptr || strlen(path) >= sizeof(addr.sun_path)) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  strcpy(addr.sun_path, path);
+  // A full listen backlog answers EAGAIN: many processes may start at once.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return false;
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      set_timeout(fd_, SO_SNDTIMEO, 1);
+      set_timeout(fd_, SO_RCVTIMEO, 1);
+      return true;
+    }
+    int err = errno;
+    close(fd_);
+    fd_ = -1;
+    errno = err;
+    if (err != EAGAIN && err != EINTR) return false;
+    timespec pause{0, 10 * 1000000L};
+    nanosleep(&pause, nullptr);
+  }
+  return false;
+}
+
+bool Connection::handshake() {
+  std::vector<char> body = build_hello();
+  wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kHello), static_cast<uint32_t>(body.size())};
+  iovec iov[2] = {{&mh, sizeof(mh)}, {body.data(), body.size()}};
+  if (!send_all(iov, 2)) return false;
+  wire::MsgHeader reply{};
+  wire::HelloAck ack{};
+  if (!recv_exact(fd_, &reply, sizeof(reply)) || reply.type != static_cast<uint32_t>(wire::MsgType::kHelloAck) ||
+      reply.size != sizeof(ack) || !recv_exact(fd_, &ack, sizeof(ack))) {
+    notice(LogLevel::kWarn, "the collector did not answer; events of this process are dropped");
+    fail();
+    state_ = State::kRefused;
+    return false;
+  }
+  if (ack.status != static_cast<uint32_t>(wire::AckStatus::kOk)) {
+    notice(LogLevel::kWarn, "the collector refused this process (status %u, collector protocol %u, ours %u)",
+           ack.status, ack.version, wire::kProtocolVersion);
+    fail();
+    state_ = State::kRefused;
+    return false;
+  }
+  return true;
+}
+
+bool Connection::send_all(iovec* iov, int count) {
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      // Timed out or peer gone; a partial message leaves the stream unusable.
+      if (state_ == State::kUp) notice(LogLevel::kWarn, "lost the collector (%s); events of this process are dropped", strerror(errno));
+      fail();
+      state_ = State::kGone;
+      return false;
+    }
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return true;
+}
+
+bool Connection::send_frame(const wire::FrameHeader& header, const void* data, uint32_t size) {
+  if (state_ != State::kUp) return false;
+  wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kFrame), static_cast<uint32_t>(sizeof(header) + size)};
+  wire::FrameHeader fh = header;
+  iovec iov[3] = {{&mh, sizeof(mh)}, {&fh, sizeof(fh)}, {const_cast<void*>(data), size}};
+  return send_all(iov, 3);
+}
+
+bool Connection::send_bye(const wire::Bye& bye) {
+  if (state_ != State::kUp) return false;
+  wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kBye), sizeof(bye)};
+  wire::Bye copy = bye;
+  iovec iov[2] = {{&mh, sizeof(mh)}, {&copy, sizeof(copy)}};
+  return send_all(iov, 2);
+}
+
+void Connection::fail() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  state_ = State::kFailed;
+}
+
+void Connection::reset() {
+  if (fd_ >= 0) {
+    shutdown(fd_, SHUT_WR);
+    close(fd_);
+  }
+  fd_ = -1;
+  state_ = State::kIdle;
+}
+
+}  // namespace torchprof::inject

@@ -1,0 +1,49 @@
+// The process's one stream connection to the collector: connect, Hello /
+// HelloAck handshake, frames and Bye. Used only by the flusher thread (and by
+// nothing while it runs), so it needs no lock.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+
+#include "formats/wire/wire.h"
+#include "inject/config.h"
+
+namespace torchprof::inject {
+
+class Connection {
+ public:
+  // kFailed: could not connect, retried. kRefused / kGone: the collector said no
+  // or a send failed mid-stream; never retried (a second Hello would look like a
+  // second process).
+  enum class State { kIdle, kUp, kFailed, kRefused, kGone };
+
+  // Connects and says Hello when idle; after a failure retries at most once a
+  // second. Never retries once the collector refused us. True when up.
+  bool ensure(const Config& cfg, uint64_t now);
+  bool up() const { return state_ == State::kUp; }
+  // Bumped at every successful handshake: frame numbers restart per connection.
+  uint32_t epoch() const { return epoch_; }
+
+  // On failure the connection is closed (State::kGone) and false returned.
+  bool send_frame(const wire::FrameHeader& header, const void* data, uint32_t size);
+  bool send_bye(const wire::Bye& bye);
+
+  // Closes cleanly; the next ensure() connects again (after Bye(kExec), in case
+  // the exec fails and the image goes on).
+  void reset();
+
+ private:
+  bool connect_socket(const char* path);
+  bool handshake();
+  bool send_all(iovec* iov, int count);
+  void fail();
+
+  int fd_ = -1;
+  State state_ = State::kIdle;
+  uint64_t last_attempt_ns_ = 0;
+  uint32_t epoch_ = 0;
+};
+
+}  // namespace torchprof::inject

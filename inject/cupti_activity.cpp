@@ -1,0 +1,289 @@
+#include "inject/cupti_activity.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "formats/wire/wire.h"
+#include "inject/clock.h"
+#include "inject/cupti_api.h"
+#include "inject/process_state.h"
+#include "inject/recorder.h"
+
+namespace torchprof::inject {
+namespace {
+
+using wire::Kind;
+using wire::Record;
+
+// 4 MiB holds some 20k kernel records: with CUPTI's periodic flushes a buffer
+// rarely fills, and few are in flight. Beyond kMaxBuffers (128 MiB) we hand
+// CUPTI nothing; it then drops records and counts them, which we report.
+constexpr size_t kBufferBytes = 4u << 20;
+constexpr int kMaxBuffers = 32;
+// Room one converted record may need: head, 2 extra slots, a name definition.
+constexpr uint64_t kWorstUnitSlots = 3 + 1 + wire::slots_for_bytes(wire::kMaxStringBytes);
+
+struct Completed {
+  uint8_t* data;
+  size_t valid;
+};
+
+// The pool and the completed queue, under one mutex held for a few stores.
+struct BufferPool {
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  uint8_t* spare[kMaxBuffers] = {};
+  int spare_count = 0;
+  int allocated = 0;
+  Completed queue[kMaxBuffers] = {};  // a buffer is queued at most once: never overflows
+  uint32_t queue_head = 0;            // next to pop
+  uint32_t queue_size = 0;
+};
+
+BufferPool g_pool;
+std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_forked{false};
+std::atomic<int64_t> g_clock_offset{0};
+std::atomic<uint64_t> g_dropped_total{0};
+
+// Flusher-only state: the buffer being walked and the last record done.
+struct Cursor {
+  uint8_t* data = nullptr;
+  size_t valid = 0;
+  CUpti_Activity* last = nullptr;
+};
+Cursor g_cursor;
+uint64_t g_dropped_written = 0;
+
+class PoolLock {
+ public:
+  PoolLock() { pthread_mutex_lock(&g_pool.mu); }
+  ~PoolLock() { pthread_mutex_unlock(&g_pool.mu); }
+};
+
+void give_back(uint8_t* data) {
+  PoolLock lock;
+  g_pool.spare[g_pool.spare_count++] = data;
+}
+
+bool pop_completed(Cursor* out) {
+  PoolLock lock;
+  if (g_pool.queue_size == 0) return false;
+  const Completed& c = g_pool.queue[g_pool.queue_head];
+  *out = Cursor{c.data, c.valid, nullptr};
+  g_pool.queue_head = (g_pool.queue_head + 1) % kMaxBuffers;
+  --g_pool.queue_size;
+  return true;
+}
+
+uint64_t to_ours(uint64_t cupti_ts) {
+  if (cupti_ts == 0) return 0;  // CUPTI_TIMESTAMP_UNKNOWN stays unknown
+  return cupti_ts - static_cast<uint64_t>(g_clock_offset.load(std::memory_order_relaxed));
+}
+
+uint8_t k(Kind kind) { return static_cast<uint8_t>(kind); }
+uint16_t dev(uint32_t device) { return static_cast<uint16_t>(device); }
+
+template <typename Extra>
+void put(ThreadBuffer* tb, const NameRef& name, const Record& head, const Extra& extra) {
+  static_assert(sizeof(Extra) % wire::kSlotSize == 0);
+  record_with_extra(tb, name, head, &extra, sizeof(Extra) / wire::kSlotSize);
+}
+
+void write_kernel(ThreadBuffer* tb, const CUpti_ActivityKernel10& r) {
+  wire::GpuKernelExtra x{};
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.grid[0] = static_cast<uint32_t>(r.gridX);
+  x.grid[1] = static_cast<uint32_t>(r.gridY);
+  x.grid[2] = static_cast<uint32_t>(r.gridZ);
+  x.block[0] = static_cast<uint32_t>(r.blockX);
+  x.block[1] = static_cast<uint32_t>(r.blockY);
+  x.block[2] = static_cast<uint32_t>(r.blockZ);
+  x.registers_per_thread = r.registersPerThread;
+  x.static_shared_memory = static_cast<uint32_t>(r.staticSharedMemory);
+  x.dynamic_shared_memory = static_cast<uint32_t>(r.dynamicSharedMemory);
+  x.graph_id = r.graphId;
+  x.graph_node_id = r.graphNodeId;
+  x.queued = to_ours(r.queued);
+  Record head{k(Kind::kKernel), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  put(tb, ascii_name(r.name), head, x);
+}
+
+void write_memcpy(ThreadBuffer* tb, const CUpti_ActivityMemcpy6& r) {
+  wire::GpuCopyExtra x{};
+  x.bytes = r.bytes;
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.copy_kind = r.copyKind;
+  x.src_kind = r.srcKind;
+  x.dst_kind = r.dstKind;
+  x.flags = r.flags;
+  x.graph_id = r.graphId;
+  Record head{k(Kind::kMemcpy), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  put(tb, NameRef{}, head, x);
+}
+
+void write_memset(ThreadBuffer* tb, const CUpti_ActivityMemset4& r) {
+  wire::GpuCopyExtra x{};
+  x.bytes = r.bytes;
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.copy_kind = static_cast<uint8_t>(r.value & 0xff);
+  x.dst_kind = static_cast<uint8_t>(r.memoryKind);
+  x.flags = static_cast<uint8_t>(r.flags);
+  x.graph_id = r.graphId;
+  Record head{k(Kind::kMemset), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  put(tb, NameRef{}, head, x);
+}
+
+void write_memory(ThreadBuffer* tb, const CUpti_ActivityMemory4& r) {
+  wire::GpuMemoryExtra x{};
+  x.operation = static_cast<uint8_t>(r.memoryOperationType);
+  x.memory_kind = static_cast<uint8_t>(r.memoryKind);
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.correlation = r.correlationId;
+  x.pc = r.PC;
+  Record head{k(Kind::kMemory), 0, dev(r.deviceId), 0, to_ours(r.timestamp), r.address, r.bytes};
+  put(tb, NameRef{}, head, x);
+}
+
+void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
+  wire::GpuSyncExtra x{};
+  x.type = static_cast<uint32_t>(r.type);
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.event = r.cudaEventId;
+  // The record names a context, not a device; the analysis maps contexts to devices.
+  Record head{k(Kind::kSync), 0, 0, 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  put(tb, NameRef{}, head, x);
+}
+
+// deviceProperties as Kineto names them; the per-block opt-in shared memory is
+// not in CUPTI's record (left 0).
+void write_device(ThreadBuffer* tb, const CUpti_ActivityDevice5& r) {
+  wire::GpuDeviceExtra x{};
+  x.total_global_mem = r.globalMemorySize;
+  x.compute_major = r.computeCapabilityMajor;
+  x.compute_minor = r.computeCapabilityMinor;
+  x.max_threads_per_block = r.maxThreadsPerBlock;
+  x.max_threads_per_multiprocessor = r.maxWarpsPerMultiprocessor * r.numThreadsPerWarp;
+  x.regs_per_block = r.maxRegistersPerBlock;
+  x.warp_size = r.numThreadsPerWarp;
+  x.shared_mem_per_block = r.maxSharedMemoryPerBlock;
+  x.num_sms = r.numMultiprocessors;
+  x.regs_per_multiprocessor = r.maxRegistersPerMultiprocessor;
+  x.shared_mem_per_multiprocessor = r.maxSharedMemoryPerMultiprocessor;
+  Record head{k(Kind::kDevice), 0, dev(r.id), 0, now_ns(), 0, 0};
+  put(tb, ascii_name(r.name), head, x);
+}
+
+void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
+  switch (a->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: write_memcpy(tb, *reinterpret_cast<const CUpti_ActivityMemcpy6*>(a)); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: write_memset(tb, *reinterpret_cast<const CUpti_ActivityMemset4*>(a)); break;
+    case CUPTI_ACTIVITY_KIND_MEMORY2: write_memory(tb, *reinterpret_cast<const CUpti_ActivityMemory4*>(a)); break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      write_sync(tb, *reinterpret_cast<const CUpti_ActivitySynchronization2*>(a));
+      break;
+    case CUPTI_ACTIVITY_KIND_DEVICE: write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a)); break;
+    default: break;  // kinds we did not enable (or CUPTI adds on its own): skipped
+  }
+}
+
+}  // namespace
+
+void CUPTIAPI cupti_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;  // as many as fit
+  uint8_t* data = nullptr;
+  {
+    PoolLock lock;
+    if (g_pool.spare_count > 0) {
+      data = g_pool.spare[--g_pool.spare_count];
+    } else if (g_pool.allocated < kMaxBuffers) {
+      ++g_pool.allocated;  // reserved now, allocated outside the lock
+    } else {
+      return;
+    }
+  }
+  if (data == nullptr) data = static_cast<uint8_t*>(aligned_alloc(64, kBufferBytes));
+  if (data == nullptr) {
+    PoolLock lock;
+    --g_pool.allocated;
+    return;
+  }
+  *buffer = data;
+  *size = kBufferBytes;
+}
+
+void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                                     size_t valid_size) {
+  // CUPTI's own count of records it could not store, asked outside our lock.
+  size_t dropped = 0;
+  const CuptiApi* api = cupti();
+  if (api != nullptr && !g_forked.load(std::memory_order_relaxed) &&
+      api->get_num_dropped(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped != 0) {
+    g_dropped_total.fetch_add(dropped, std::memory_order_relaxed);
+  }
+  if (buffer == nullptr) return;
+  if (valid_size == 0 || g_forked.load(std::memory_order_relaxed)) {
+    give_back(buffer);
+    return;
+  }
+  {
+    PoolLock lock;
+    g_pool.queue[(g_pool.queue_head + g_pool.queue_size) % kMaxBuffers] = Completed{buffer, valid_size};
+    ++g_pool.queue_size;
+  }
+  if (ProcessState* ps = process_state()) sem_post(&ps->wake);
+}
+
+void set_gpu_clock_offset(int64_t offset_ns) { g_clock_offset.store(offset_ns, std::memory_order_relaxed); }
+int64_t gpu_clock_offset() { return g_clock_offset.load(std::memory_order_relaxed); }
+
+void gpu_activity_enable() { g_enabled.store(true, std::memory_order_release); }
+
+bool gpu_activity_enabled() {
+  return g_enabled.load(std::memory_order_acquire) && !g_forked.load(std::memory_order_relaxed);
+}
+
+ConvertStatus convert_gpu_activity(ThreadBuffer* tb) {
+  const CuptiApi* api = cupti();
+  if (api == nullptr || !gpu_activity_enabled()) return ConvertStatus::kDone;
+  for (;;) {
+    if (!tb->ring.has_room(kWorstUnitSlots)) return ConvertStatus::kNeedRoom;
+    uint64_t dropped = g_dropped_total.load(std::memory_order_relaxed);
+    if (dropped != g_dropped_written) {
+      Record r{k(Kind::kGpuDropped), 0, 0, 0, now_ns(), dropped, 0};
+      record_with_extra(tb, NameRef{}, r, nullptr, 0);
+      g_dropped_written = dropped;
+      continue;
+    }
+    if (g_cursor.data == nullptr && !pop_completed(&g_cursor)) return ConvertStatus::kDone;
+    CUpti_Activity* record = g_cursor.last;
+    if (api->get_next_record(g_cursor.data, g_cursor.valid, &record) != CUPTI_SUCCESS) {
+      give_back(g_cursor.data);  // end of buffer (or a record CUPTI cannot step over)
+      g_cursor = Cursor{};
+      continue;
+    }
+    convert_record(tb, record);
+    g_cursor.last = record;
+  }
+}
+
+void gpu_activity_forget_after_fork() {
+  g_forked.store(true, std::memory_order_relaxed);
+  g_cursor = Cursor{};
+  pthread_mutex_init(&g_pool.mu, nullptr);
+}
+
+}  // namespace torchprof::inject

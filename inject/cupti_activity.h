@@ -1,0 +1,48 @@
+// CUPTI activity buffers and their conversion into wire records.
+//
+// CUPTI asks for buffers and hands them back full on its own thread; that
+// thread only queues them here (a short mutex, never held while calling CUPTI).
+// The flusher thread later walks each queued buffer and writes one record per
+// kernel, copy, set, allocation, synchronisation and device into the "GPU
+// stream": a ThreadBuffer the flusher owns, framed and counted like any thread.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "inject/thread_buffer.h"
+
+namespace torchprof::inject {
+
+// The GPU stream's pseudo tid: the pid with bit 30 set, which no OS tid has
+// (pid_max is at most 2^22), so it never collides with a real thread.
+constexpr uint32_t gpu_stream_tid(int pid) { return static_cast<uint32_t>(pid) | 0x40000000u; }
+
+// Registered with cuptiActivityRegisterCallbacks.
+void CUPTIAPI cupti_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records);
+void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
+                                     size_t valid_size);
+
+// GPU timestamps are CUPTI's minus this offset. 0 when CUPTI calls our
+// timestamp callback (then both sides read the same clock).
+void set_gpu_clock_offset(int64_t offset_ns);
+int64_t gpu_clock_offset();
+
+// Turns conversion on (InitializeInjection, after the callbacks are registered).
+void gpu_activity_enable();
+bool gpu_activity_enabled();
+
+enum class ConvertStatus {
+  kDone,      // nothing queued any more
+  kNeedRoom,  // `tb`'s ring is short of room: drain it, then call again
+};
+
+// Flusher side: converts queued buffers into records in `tb`.
+ConvertStatus convert_gpu_activity(ThreadBuffer* tb);
+
+// Forked child: the parent's queued buffers and CUPTI state are abandoned untouched.
+void gpu_activity_forget_after_fork();
+
+}  // namespace torchprof::inject

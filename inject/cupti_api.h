@@ -1,0 +1,65 @@
+// libcupti loaded at run time: the functions GPU tracing uses, resolved into one
+// table. The library is compiled against this toolkit's CUPTI headers but never
+// linked to libcupti, so a process without CUDA never loads it, and a CUPTI
+// whose record layouts differ from the headers is refused instead of misread.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace torchprof::inject {
+
+struct CuptiApi {
+  decltype(&cuptiGetVersion) get_version = nullptr;
+  decltype(&cuptiGetResultString) get_result_string = nullptr;
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiEnableDomain) enable_domain = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityEnable) activity_enable = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped = nullptr;
+  decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
+  // Optional: missing in old CUPTIs; then the clock offset is measured instead.
+  decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
+};
+
+// The major line of a CUPTI API version (13 for 130001; versions before CUDA 13
+// were small integers and have no line of their own: 0).
+constexpr uint32_t cupti_version_line(uint32_t version) { return version >= 10000 ? version / 10000 : 0; }
+
+// True when a libcupti reporting `loaded` writes the record structs this
+// library was compiled against (`compiled`, normally CUPTI_API_VERSION).
+constexpr bool cupti_version_compatible(uint32_t loaded, uint32_t compiled) {
+  return cupti_version_line(loaded) != 0 && cupti_version_line(loaded) == cupti_version_line(compiled);
+}
+
+// Loads libcupti (TORCHPROF_CUPTI_LIB, else the toolkit's found at build time,
+// else the versioned sonames) and checks its version. On failure returns
+// nullptr and writes a one-line reason into `why`. Call once (InitializeInjection).
+const CuptiApi* load_cupti(char* why, size_t why_size);
+
+// The table load_cupti filled, or nullptr before / after a failed load.
+const CuptiApi* cupti();
+
+// CUPTI's name for `result` ("CUPTI_ERROR_UNKNOWN"), never null.
+const char* cupti_result_text(CUptiResult result);
+
+// Cold path of TP_CUPTI_CALL: logs the failing call, its result text and where.
+void cupti_call_failed(const char* call, CUptiResult result, const char* file, int line);
+
+}  // namespace torchprof::inject
+
+// Evaluates a call through the table (e.g. TP_CUPTI_CALL(enable_domain(1, s, d)))
+// and yields its CUptiResult; a failure is logged with file:line.
+#define TP_CUPTI_CALL(call)                                                                 \
+  ([&]() -> CUptiResult {                                                                   \
+    CUptiResult tp_result_ = ::torchprof::inject::cupti()->call;                            \
+    if (__builtin_expect(tp_result_ != CUPTI_SUCCESS, 0)) {                                 \
+      ::torchprof::inject::cupti_call_failed(#call, tp_result_, __FILE__, __LINE__);        \
+    }                                                                                       \
+    return tp_result_;                                                                      \
+  }())

@@ -1,0 +1,20 @@
+// GPU tracing through CUPTI: set up from InitializeInjection (the CUDA driver
+// calls it at cuInit when CUDA_INJECTION64_PATH names this library), API
+// callbacks on the program's threads, and the forced flushes at the ends.
+#pragma once
+
+#include <cstdint>
+
+namespace torchprof::inject {
+
+// Body of InitializeInjection: loads CUPTI, subscribes, enables callbacks and
+// activity kinds. On any failure GPU tracing stays off with one notice line
+// (stderr and a kGpuNotice record); the program goes on untouched.
+void cupti_initialize();
+
+// Flusher, on a final flush request: makes CUPTI hand over every buffer
+// (cuptiActivityFlushAll forced), waiting at most `timeout_ms`. Does nothing
+// when GPU tracing is off, in a forked child, or when the exit handler already did it.
+void cupti_flush_for_exit(uint32_t timeout_ms);
+
+}  // namespace torchprof::inject

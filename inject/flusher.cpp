@@ -1,0 +1,242 @@
+#include "inject/flusher.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <ctime>
+#include <new>
+#include <vector>
+
+#include "inject/clock.h"
+#include "inject/config.h"
+#include "inject/connection.h"
+#include "inject/cupti_activity.h"
+#include "inject/cupti_tracer.h"
+
+namespace torchprof::inject {
+namespace {
+
+using wire::Kind;
+using wire::Record;
+
+// Raw bytes per frame at most (1 MiB): well under wire::kMaxMessageBody even
+// when zstd cannot compress.
+constexpr uint32_t kFrameSlots = 32768;
+
+class Flusher {
+ public:
+  explicit Flusher(ProcessState* ps) : ps_(ps) {}
+  void run();
+
+ private:
+  void drain_all(bool final);
+  // Converts CUPTI's queued activity buffers into the GPU stream, draining it
+  // whenever its ring fills, so that no GPU record is refused for room.
+  void pump_gpu();
+  void drain_thread(ThreadBuffer* tb, bool final);
+  // Copies whole records from the ring into raw_ (stopping before kFrameSlots-1
+  // slots); returns the heads copied.
+  uint64_t take_records(ThreadBuffer* tb, uint64_t& pos, uint64_t head, uint32_t& slots);
+  void send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
+  void send_bye(int32_t kind, int32_t status);
+  void retire(ThreadBuffer* tb);
+
+  ProcessState* ps_;
+  Connection conn_;
+  ZSTD_CCtx* cctx_ = nullptr;
+  std::vector<Record> raw_;
+  std::vector<char> packed_;
+  std::vector<ThreadBuffer*> snapshot_;
+  std::vector<ThreadBuffer*> dead_;
+  ThreadBuffer* gpu_ = nullptr;  // the GPU stream; this thread is its only producer
+  uint64_t retired_emitted_ = 0;  // totals of threads already freed
+  uint64_t retired_dropped_ = 0;
+  uint32_t handled_req_ = 0;
+};
+
+void Flusher::run() {
+  ps_->flusher_tid.store(static_cast<int>(gettid()), std::memory_order_relaxed);
+  t_slot.exited = true;  // nothing on this thread is ever recorded
+  prctl(PR_SET_NAME, "torchprof", 0, 0, 0);
+  cctx_ = ZSTD_createCCtx();
+  raw_.resize(kFrameSlots);
+  packed_.resize(ZSTD_compressBound(kFrameSlots * sizeof(Record)));
+  snapshot_.reserve(64);
+  dead_.reserve(64);
+  conn_.ensure(config(), now_ns());  // Hello right away: the collector learns of us early
+  const uint64_t period_ns = uint64_t{config().flush_ms} * 1000000ull;
+  for (;;) {
+    uint64_t wake_at = now_ns() + period_ns;
+    timespec abs{static_cast<time_t>(wake_at / 1000000000ull), static_cast<long>(wake_at % 1000000000ull)};
+    while (sem_clockwait(&ps_->wake, CLOCK_MONOTONIC, &abs) != 0 && errno == EINTR) {
+    }
+    while (sem_trywait(&ps_->wake) == 0) {  // one drain answers every pending wake
+    }
+    uint32_t req = ps_->req_seq.load(std::memory_order_acquire);
+    bool final = req != handled_req_;
+    if (ps_->finished.load(std::memory_order_acquire)) {
+      if (final) finish_request(ps_, handled_req_ = req);
+      continue;
+    }
+    if (final) cupti_flush_for_exit(config().exit_timeout_ms / 2);
+    pump_gpu();
+    drain_all(final);
+    if (!final) continue;
+    int32_t kind = ps_->req_kind.load(std::memory_order_relaxed);
+    send_bye(kind, ps_->req_status.load(std::memory_order_relaxed));
+    if (kind == static_cast<int32_t>(wire::ExitKind::kExec)) {
+      conn_.reset();  // if the exec fails, the image goes on under a new connection
+    } else {
+      ps_->finished.store(true, std::memory_order_release);
+    }
+    handled_req_ = req;
+    finish_request(ps_, req);
+  }
+}
+
+void Flusher::drain_all(bool final) {
+  pthread_mutex_lock(&ps_->threads_mu);
+  snapshot_.assign(ps_->threads.begin(), ps_->threads.end());
+  pthread_mutex_unlock(&ps_->threads_mu);
+  bool pending = false;
+  for (ThreadBuffer* tb : snapshot_) {
+    pending = pending || tb->ring.consumer_head() != tb->ring.consumer_tail();
+  }
+  if (pending) conn_.ensure(config(), now_ns());
+  dead_.clear();
+  for (ThreadBuffer* tb : snapshot_) {
+    // Read `dead` before draining: a thread seen dead has committed its last record.
+    bool dead = tb->dead.load(std::memory_order_acquire);
+    drain_thread(tb, final || dead);
+    if (dead) dead_.push_back(tb);
+  }
+  for (ThreadBuffer* tb : dead_) retire(tb);
+}
+
+void Flusher::pump_gpu() {
+  if (!gpu_activity_enabled()) return;
+  if (gpu_ == nullptr) {
+    // A larger ring than a program thread's: CUPTI hands over megabytes at once.
+    gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake);
+    if (gpu_ == nullptr) return;
+    pthread_mutex_lock(&ps_->threads_mu);
+    ps_->threads.push_back(gpu_);
+    pthread_mutex_unlock(&ps_->threads_mu);
+  }
+  while (convert_gpu_activity(gpu_) == ConvertStatus::kNeedRoom) {
+    conn_.ensure(config(), now_ns());
+    drain_thread(gpu_, /*final=*/false);
+  }
+}
+
+uint64_t Flusher::take_records(ThreadBuffer* tb, uint64_t& pos, uint64_t head, uint32_t& slots) {
+  uint64_t heads = 0;
+  slots = 0;
+  while (pos < head) {
+    const Record& r = tb->ring.at(pos);
+    uint32_t len = 1u + r.extra;
+    if (slots + len > kFrameSlots - 1) break;
+    for (uint32_t i = 0; i < len; ++i) raw_[slots + i] = tb->ring.at(pos + i);
+    slots += len;
+    pos += len;
+    ++heads;
+  }
+  return heads;
+}
+
+// Every batch ends with a kDropped record carrying the thread's running totals,
+// so a decoder can check recorded + dropped == emitted per thread.
+void Flusher::drain_thread(ThreadBuffer* tb, bool final) {
+  if (tb->conn_epoch != conn_.epoch()) {
+    tb->conn_epoch = conn_.epoch();
+    tb->seq = 0;
+  }
+  uint64_t head = tb->ring.consumer_head();
+  uint64_t producer_dropped = tb->dropped.load(std::memory_order_relaxed);
+  tb->seen_dropped = producer_dropped;
+  uint64_t pos = tb->ring.consumer_tail();
+  bool report_due = producer_dropped + tb->lost != tb->reported_dropped ||
+                    (final && tb->drained + producer_dropped != tb->reported_emitted);
+  while (pos < head || report_due) {
+    uint32_t slots = 0;
+    uint64_t heads = take_records(tb, pos, head, slots);
+    tb->ring.release_to(pos);
+    tb->drained += heads;
+    if (pos >= head) {
+      uint64_t dropped = producer_dropped + tb->lost;
+      uint64_t emitted = tb->drained + producer_dropped;
+      raw_[slots++] = Record{static_cast<uint8_t>(Kind::kDropped), 0, 0, 0, now_ns(), dropped, emitted};
+      tb->reported_dropped = dropped;
+      tb->reported_emitted = emitted;
+      report_due = false;
+    }
+    send_frame(tb, slots, heads);
+  }
+}
+
+void Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
+  if (slots == 0) return;
+  bool ok = false;
+  if (conn_.up() && cctx_ != nullptr) {
+    size_t packed = ZSTD_compressCCtx(cctx_, packed_.data(), packed_.size(), raw_.data(),
+                                      slots * sizeof(Record), /*compressionLevel=*/1);
+    if (!ZSTD_isError(packed)) {
+      wire::FrameHeader fh{tb->tid, static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw),
+                           static_cast<uint32_t>(slots * sizeof(Record)), tb->seq};
+      ok = conn_.send_frame(fh, packed_.data(), static_cast<uint32_t>(packed));
+    }
+  }
+  ++tb->seq;  // also on failure: the gap tells the decoder a frame is missing
+  if (!ok) tb->lost += heads;
+}
+
+void Flusher::send_bye(int32_t kind, int32_t status) {
+  wire::Bye bye{kind, status, retired_emitted_, retired_dropped_, now_ns()};
+  for (ThreadBuffer* tb : snapshot_) {
+    bye.emitted += tb->drained + tb->seen_dropped;
+    bye.dropped += tb->seen_dropped + tb->lost;
+  }
+  if (!conn_.up()) conn_.ensure(config(), now_ns());
+  conn_.send_bye(bye);
+}
+
+void Flusher::retire(ThreadBuffer* tb) {
+  retired_emitted_ += tb->drained + tb->seen_dropped;
+  retired_dropped_ += tb->seen_dropped + tb->lost;
+  pthread_mutex_lock(&ps_->threads_mu);
+  auto& v = ps_->threads;
+  v.erase(std::remove(v.begin(), v.end(), tb), v.end());
+  pthread_mutex_unlock(&ps_->threads_mu);
+  std::replace(snapshot_.begin(), snapshot_.end(), tb, static_cast<ThreadBuffer*>(nullptr));
+  snapshot_.erase(std::remove(snapshot_.begin(), snapshot_.end(), nullptr), snapshot_.end());
+  destroy_thread_buffer(tb);
+}
+
+void* flusher_main(void* arg) {
+  auto* f = new (std::nothrow) Flusher(static_cast<ProcessState*>(arg));
+  if (f != nullptr) f->run();
+  return nullptr;
+}
+
+}  // namespace
+
+bool start_flusher(ProcessState* ps) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  bool ok = pthread_create(&thread, &attr, flusher_main, ps) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ps->flusher_running.store(ok, std::memory_order_release);
+  if (!ok) notice(LogLevel::kWarn, "cannot start the flusher thread; events of this process are dropped");
+  return ok;
+}
+
+}  // namespace torchprof::inject

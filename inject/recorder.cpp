@@ -1,0 +1,188 @@
+#include "inject/recorder.h"
+
+#include <sys/prctl.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "inject/clock.h"
+#include "inject/utf8.h"
+
+namespace torchprof::inject {
+namespace {
+
+using wire::Kind;
+using wire::Record;
+
+std::atomic<uint32_t> g_next_string_id{1};
+std::atomic<uint64_t> g_next_range_id{1};
+
+constexpr uint8_t k(Kind kind) { return static_cast<uint8_t>(kind); }
+
+// Only the owning thread writes `dropped`; the flusher reads it.
+inline void count_drop(ThreadBuffer* tb, uint64_t heads) {
+  tb->dropped.store(tb->dropped.load(std::memory_order_relaxed) + heads, std::memory_order_relaxed);
+}
+
+// Writes a kString head and its bytes starting `at` slots after the last
+// committed one; returns the slots used.
+uint64_t put_string(RingBuffer& ring, uint64_t at, uint32_t id, const char* text, uint32_t len, uint64_t ts) {
+  uint32_t extra = wire::slots_for_bytes(len);
+  *ring.slot(at) = Record{k(Kind::kString), static_cast<uint8_t>(extra), 0, id, ts, len, 0};
+  for (uint32_t i = 0; i < extra; ++i) {
+    auto* dst = reinterpret_cast<char*>(ring.slot(at + 1 + i));
+    uint32_t off = i * wire::kSlotSize;
+    uint32_t n = len - off < wire::kSlotSize ? len - off : wire::kSlotSize;
+    memcpy(dst, text + off, n);
+    if (n < wire::kSlotSize) memset(dst + n, 0, wire::kSlotSize - n);
+  }
+  return 1 + extra;
+}
+
+inline void publish(ThreadBuffer* tb, uint64_t slots) {
+  uint64_t head = tb->ring.commit(slots);
+  if (__builtin_expect(head >= tb->next_wake, 0)) {
+    // Once per half ring: the flusher drains before the producer runs out.
+    tb->next_wake = head + tb->ring.capacity() / 2;
+    sem_post(tb->wake);
+  }
+}
+
+// Writes `n` records (recs[0] gets the name's id) and, when the name is new to
+// this thread, its kString first: all of it or nothing.
+// `heads` of the `n` slots are records (the rest continuation slots); drops count heads.
+inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint32_t n, uint32_t heads) {
+  uint32_t id = name.id;
+  StringIntern::Probe probe;
+  bool define = false;
+  if (name.text != nullptr) {
+    id = tb->intern.find(name.text, name.len, &probe);
+    if (id == StringIntern::kNotFound) {
+      id = next_string_id();
+      define = true;
+    }
+  }
+  recs[0].name = id;
+  uint64_t slots = n + (define ? 1 + wire::slots_for_bytes(name.len) : 0);
+  if (!tb->ring.has_room(slots)) {
+    count_drop(tb, heads + (define ? 1 : 0));
+    return false;  // the string is not marked interned: the next use defines it again
+  }
+  uint64_t at = define ? put_string(tb->ring, 0, id, name.text, name.len, recs[0].ts) : 0;
+  for (uint32_t i = 0; i < n; ++i) *tb->ring.slot(at + i) = recs[i];
+  publish(tb, slots);
+  if (define) tb->intern.insert(probe, name.text, name.len, id);
+  return true;
+}
+
+inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint32_t n) {
+  return write_unit(tb, name, recs, n, n);
+}
+
+inline bool has_payload(uint64_t attr) { return wire::attr_payload_type(attr) != wire::PayloadType::kNone; }
+
+}  // namespace
+
+uint32_t next_string_id() { return g_next_string_id.fetch_add(1, std::memory_order_relaxed); }
+uint64_t next_range_id() { return g_next_range_id.fetch_add(1, std::memory_order_relaxed); }
+
+NameRef ascii_name(const char* s) {
+  if (s == nullptr) return NameRef{};
+  return NameRef{s, static_cast<uint32_t>(strnlen(s, wire::kMaxStringBytes)), 0};
+}
+
+NameRef wide_name(ThreadBuffer* tb, const wchar_t* s) {
+  if (s == nullptr) return NameRef{};
+  size_t n = wide_to_utf8(s, tb->scratch, sizeof(tb->scratch));
+  return NameRef{tb->scratch, static_cast<uint32_t>(n), 0};
+}
+
+int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
+  int level = tb->depth[domain % ThreadBuffer::kDepthSlots]++;
+  Record r{k(Kind::kPush), 0, domain, 0, now_ns(), attr, payload};
+  write_unit(tb, name, &r, 1);
+  return level;
+}
+
+int record_pop(ThreadBuffer* tb, uint16_t domain) {
+  int32_t& depth = tb->depth[domain % ThreadBuffer::kDepthSlots];
+  if (depth <= 0) return -1;
+  int level = --depth;
+  Record r{k(Kind::kPop), 0, domain, 0, now_ns(), 0, 0};
+  write_unit(tb, NameRef{}, &r, 1);
+  return level;
+}
+
+uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
+  uint64_t id = next_range_id();
+  uint64_t ts = now_ns();
+  Record recs[2] = {Record{k(Kind::kStart), 0, domain, 0, ts, id, attr},
+                    Record{k(Kind::kPayload), 0, domain, 0, ts, attr, payload}};
+  write_unit(tb, name, recs, has_payload(attr) ? 2 : 1);
+  return id;
+}
+
+void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id) {
+  Record r{k(Kind::kEnd), 0, domain, 0, now_ns(), range_id, 0};
+  write_unit(tb, NameRef{}, &r, 1);
+}
+
+void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
+  Record r{k(Kind::kMark), 0, domain, 0, now_ns(), attr, payload};
+  write_unit(tb, name, &r, 1);
+}
+
+void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source) {
+  Record r{k(Kind::kThreadName), 0, 0, 0, now_ns(), os_tid, source};
+  write_unit(tb, name, &r, 1);
+}
+
+void record_thread_start(ThreadBuffer* tb) {
+  Record r{k(Kind::kThreadStart), 0, 0, 0, now_ns(), tb->is_main ? 1u : 0u, 0};
+  write_unit(tb, NameRef{}, &r, 1);
+  char name[17] = {};
+  if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) record_thread_name(tb, 0, ascii_name(name), /*source=*/1);
+}
+
+bool record_plain(ThreadBuffer* tb, const wire::Record& r) {
+  Record copy = r;
+  copy.ts = now_ns();
+  return write_unit(tb, NameRef{}, &copy, 1);
+}
+
+void record_api(ThreadBuffer* tb, wire::Kind kind, uint16_t cbid, const NameRef& name, uint64_t enter,
+                uint64_t exit, uint64_t correlation) {
+  Record r{k(kind), 0, cbid, 0, enter, exit, correlation};
+  write_unit(tb, name, &r, 1);
+}
+
+bool record_with_extra(ThreadBuffer* tb, const NameRef& name, const wire::Record& head, const void* extra,
+                       uint32_t extra_slots) {
+  if (extra_slots > kMaxExtraSlots) return false;
+  Record recs[1 + kMaxExtraSlots];
+  recs[0] = head;
+  recs[0].extra = static_cast<uint8_t>(extra_slots);
+  if (extra_slots != 0) memcpy(&recs[1], extra, extra_slots * sizeof(Record));
+  return write_unit(tb, name, recs, 1 + extra_slots, 1);
+}
+
+bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t len, const wire::Record* follow) {
+  if (len > wire::kMaxStringBytes) len = wire::kMaxStringBytes;
+  uint64_t slots = 1 + wire::slots_for_bytes(len) + (follow != nullptr ? 1 : 0);
+  uint64_t heads = follow != nullptr ? 2 : 1;
+  if (!tb->ring.has_room(slots)) {
+    count_drop(tb, heads);
+    return false;
+  }
+  uint64_t ts = now_ns();
+  uint64_t at = put_string(tb->ring, 0, id, text, len, ts);
+  if (follow != nullptr) {
+    Record r = *follow;
+    r.ts = ts;
+    *tb->ring.slot(at) = r;
+  }
+  publish(tb, slots);
+  return true;
+}
+
+}  // namespace torchprof::inject

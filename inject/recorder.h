@@ -1,0 +1,59 @@
+// The hot path: turns one NVTX-style event into records in the calling thread's
+// ring. One fixed-size write per event (plus a string definition the first time
+// a name is seen on the thread); no locks, no allocation, no syscalls. A unit
+// that does not fit is dropped whole and counted.
+#pragma once
+
+#include <cstdint>
+
+#include "formats/wire/wire.h"
+#include "inject/thread_buffer.h"
+
+namespace torchprof::inject {
+
+// A name as the caller has it: UTF-8 text to intern, or an id that is already
+// defined (a registered string). Both empty = no name.
+struct NameRef {
+  const char* text = nullptr;
+  uint32_t len = 0;
+  uint32_t id = 0;
+};
+
+NameRef ascii_name(const char* s);
+NameRef wide_name(ThreadBuffer* tb, const wchar_t* s);
+
+// Push/pop return NVTX's 0-based level (pop: -1 when nothing is open); the
+// level follows the program even when records are dropped.
+int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
+int record_pop(ThreadBuffer* tb, uint16_t domain);
+uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
+void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id);
+void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
+// source: 0 = an NVTX naming call, 1 = the OS name (the decoder lets NVTX names win).
+void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source = 0);
+// kThreadStart + kThreadName with the thread's current OS name.
+void record_thread_start(ThreadBuffer* tb);
+
+// CUPTI API callbacks (hot path): one kCudaRuntime / kCudaDriver record.
+void record_api(ThreadBuffer* tb, wire::Kind kind, uint16_t cbid, const NameRef& name, uint64_t enter,
+                uint64_t exit, uint64_t correlation);
+
+// A record with `extra_slots` continuation slots copied from `extra` (GPU
+// activity, notices), its name defined first when new: all of it or nothing.
+// `head.extra` is set here. False when it was dropped (counted as one record).
+constexpr uint32_t kMaxExtraSlots = 4;
+bool record_with_extra(ThreadBuffer* tb, const NameRef& name, const wire::Record& head, const void* extra,
+                       uint32_t extra_slots);
+
+// Cold path (registry): kString for `id` with `text`, then `follow` when not
+// null (kDomain, kCategory), written as one unit.
+bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t len, const wire::Record* follow);
+
+// Cold path: one record with no name to define (a nameless kDomain).
+bool record_plain(ThreadBuffer* tb, const wire::Record& r);
+
+// Process-unique ids (atomic counters shared by all threads).
+uint32_t next_string_id();
+uint64_t next_range_id();
+
+}  // namespace torchprof::inject

@@ -1,0 +1,70 @@
+// Per-thread table of names already defined in this thread's stream, so that a
+// repeated name costs only its 4-byte id. Keyed by content (the same pointer may
+// hold different text later); fixed size, preallocated at the thread's first
+// event. When it is full, callers define the string again under a fresh id.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace torchprof::inject {
+
+inline uint64_t hash_bytes(const char* s, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+  }
+  if (i < n) {
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+  }
+  h ^= h >> 32;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 29);
+}
+
+class StringIntern {
+ public:
+  static constexpr uint32_t kNotFound = 0;
+
+  struct Probe {
+    uint64_t hash = 0;
+    uint32_t slot = kNoSlot;  // where to insert on a miss; kNoSlot when full
+  };
+
+  // Allocates the table and text arena; false when memory is short (then every
+  // lookup misses and inserts are ignored, which stays correct).
+  bool init();
+  void release();
+
+  // The id of `s` in this thread's stream, or kNotFound (filling `probe`).
+  uint32_t find(const char* s, uint32_t len, Probe* probe) const;
+
+  // Remembers `s` under `id` once its kString record has been written.
+  void insert(const Probe& probe, const char* s, uint32_t len, uint32_t id);
+
+ private:
+  static constexpr uint32_t kNoSlot = 0xFFFFFFFFu;
+  static constexpr uint32_t kEntries = 4096;    // power of two
+  static constexpr uint32_t kMaxProbe = 16;
+  static constexpr uint32_t kArenaBytes = 256u << 10;
+
+  struct Entry {
+    uint64_t hash;
+    uint32_t id;    // 0 = empty
+    uint32_t len;
+    uint32_t off;   // into arena_
+  };
+
+  Entry* entries_ = nullptr;
+  char* arena_ = nullptr;
+  uint32_t arena_used_ = 0;
+};
+
+}  // namespace torchprof::inject

@@ -1,0 +1,37 @@
+#include "inject/thread_buffer.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace torchprof::inject {
+
+ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake) {
+  uint64_t want = (uint64_t{buffer_kb} << 10) / wire::kSlotSize;
+  uint64_t slots = 512;  // room for the longest string record and then some
+  while (slots * 2 <= want) slots *= 2;
+  void* mem = aligned_alloc(64, (sizeof(ThreadBuffer) + 63) & ~size_t{63});
+  void* storage = aligned_alloc(64, slots * wire::kSlotSize);
+  if (mem == nullptr || storage == nullptr) {
+    free(mem);
+    free(storage);
+    return nullptr;
+  }
+  auto* tb = new (mem) ThreadBuffer();
+  tb->ring.init(static_cast<wire::Record*>(storage), slots);
+  tb->intern.init();
+  tb->next_wake = slots / 2;
+  tb->wake = wake;
+  tb->tid = tid;
+  tb->is_main = is_main;
+  return tb;
+}
+
+void destroy_thread_buffer(ThreadBuffer* tb) {
+  if (tb == nullptr) return;
+  free(tb->ring.storage());
+  tb->intern.release();
+  tb->~ThreadBuffer();
+  free(tb);
+}
+
+}  // namespace torchprof::inject

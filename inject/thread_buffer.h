@@ -1,0 +1,47 @@
+// Everything one profiled thread owns: its ring of records, its intern table,
+// NVTX nesting depths and its loss counters. Allocated once at the thread's
+// first event; after that the hot path touches only this memory.
+#pragma once
+
+#include <semaphore.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "formats/wire/wire.h"
+#include "inject/ring_buffer.h"
+#include "inject/string_intern.h"
+
+namespace torchprof::inject {
+
+struct ThreadBuffer {
+  // --- producer (the owning thread) ---
+  RingBuffer ring;
+  StringIntern intern;
+  uint64_t next_wake = 0;      // head position that wakes the flusher next
+  sem_t* wake = nullptr;       // the flusher's semaphore
+  static constexpr uint32_t kDepthSlots = 64;
+  int32_t depth[kDepthSlots] = {};  // push/pop nesting per domain (id mod kDepthSlots)
+  char scratch[wire::kMaxStringBytes];  // UTF-8 of wide NVTX strings
+
+  // --- shared ---
+  uint32_t tid = 0;
+  bool is_main = false;
+  std::atomic<bool> dead{false};        // thread exited; flusher frees after draining
+  std::atomic<uint64_t> dropped{0};     // records refused because the ring was full
+
+  // --- consumer (the flusher) ---
+  uint64_t drained = 0;         // record heads taken out of the ring
+  uint64_t lost = 0;            // of those, not delivered (send failed, no connection)
+  uint64_t seen_dropped = 0;    // `dropped` as read at the last drain
+  uint64_t reported_dropped = 0;
+  uint64_t reported_emitted = 0;
+  uint32_t seq = 0;             // next frame number on the current connection
+  uint32_t conn_epoch = 0;      // connection that `seq` counts for
+};
+
+// Allocates a buffer with a ring of about `buffer_kb` KiB; nullptr when memory is short.
+ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake);
+void destroy_thread_buffer(ThreadBuffer* tb);
+
+}  // namespace torchprof::inject

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything torchprof needs to build and test on Debian/Ubuntu. Safe to run
+# again: apt-get skips what is already installed. Needs root (uses sudo otherwise).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config binutils python3
+  libcli11-dev libspdlog-dev libzstd-dev zlib1g-dev doctest-dev nlohmann-json3-dev
+  python3-torch  # the Python-target tests; torch.profiler is the reference they compare against
+)
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null; then
+  sudo=(sudo)
+else
+  echo "setup.sh: run as root or install sudo" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+else
+  echo "setup.sh: all packages already installed"
+fi
+
+# The CUDA toolkit provides the NVTX v3 and CUPTI headers (no GPU is needed to build or test).
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+if [[ ! -f $cuda_root/include/nvtx3/nvToolsExt.h || ! -f $cuda_root/include/cupti.h ]]; then
+  cat >&2 <<MSG
+setup.sh: the CUDA toolkit was not found at $cuda_root (need include/nvtx3/ and include/cupti.h).
+  Install it from NVIDIA's repository (https://developer.nvidia.com/cuda-downloads), e.g. on Debian 12:
+    wget https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
+    sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update
+    sudo apt-get install -y cuda-nvtx-13-0 cuda-cupti-dev-13-0 cuda-cudart-dev-13-0
+  or point CUDAToolkit_ROOT at an existing toolkit.
+MSG
+  exit 1
+fi
+echo "setup.sh: ready (CUDA toolkit at $cuda_root)"

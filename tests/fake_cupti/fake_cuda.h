@@ -1,0 +1,89 @@
+// Control API of libfake_cupti: stands in for the CUDA runtime/driver so that a
+// program on a machine without a GPU "launches" work which the fake CUPTI then
+// reports exactly as the real one would (API callbacks + activity records).
+//
+// Every call that models a CUDA API call does, in order: runtime (or driver) API
+// callback ENTER with a fresh correlation id, queue the GPU record(s) carrying
+// that correlation id on the per-stream GPU timeline, callback EXIT, then the
+// CUpti_ActivityAPI record when RUNTIME (or DRIVER) activity is enabled.
+// GPU timeline: start = max(now + kFakeLaunchLatencyNs, end of previous work on
+// the stream), end = start + duration; all times in the fake's clock (the
+// registered timestamp callback, else CLOCK_MONOTONIC [+ FAKE_CUPTI_CLOCK_OFFSET_NS]).
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAKECUDA_EXPORT __attribute__((visibility("default")))
+
+// Delay between an API call and the earliest GPU start of the work it launches.
+#define kFakeLaunchLatencyNs 5000ull
+// The one fake device and its one context.
+#define kFakeDeviceId 0u
+#define kFakeContextId 1u
+// Stream id used by fakecuda_synchronize for a whole-device synchronisation.
+#define kFakeAllStreams (-1)
+
+typedef struct FakeKernelConfig {
+  int32_t grid[3];
+  int32_t block[3];
+  int32_t static_shared_memory;
+  int32_t dynamic_shared_memory;
+  uint16_t registers_per_thread;
+} FakeKernelConfig;
+
+// Acts as the driver's cuInit: the first call loads CUDA_INJECTION64_PATH (if set)
+// and calls its InitializeInjection, else one found with dlsym(RTLD_DEFAULT).
+// Then fires the resource CONTEXT_CREATED callback. Returns 1 if InitializeInjection
+// was called by this call, 0 otherwise.
+FAKECUDA_EXPORT int fakecuda_init(void);
+
+// cudaLaunchKernel (runtime domain). config may be NULL: grid 1x1x1, block 128x1x1,
+// 32 registers, no shared memory. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_launch_kernel(const char* mangled_name, uint64_t duration_ns,
+                                                uint32_t stream, const FakeKernelConfig* config);
+// cuLaunchKernel (driver domain, as Triton launches). Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t duration_ns,
+                                                       uint32_t stream, const FakeKernelConfig* config);
+// cudaMemcpyAsync, or cudaMemcpy when blocking != 0 (then the call returns only after
+// the copy's GPU end). kind is a CUpti_ActivityMemcpyKind (HTOD=1, DTOH=2, DTOD=8):
+// host side is pageable memory. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t duration_ns,
+                                         int blocking);
+// cudaMemsetAsync on device memory. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns);
+// cudaMalloc: returns a fake device address (512-byte aligned, never reused) and
+// emits a MEMORY2 ALLOCATION record of exactly `bytes`.
+FAKECUDA_EXPORT uint64_t fakecuda_malloc(uint64_t bytes);
+// cudaFree: emits a MEMORY2 RELEASE record with the allocation's bytes.
+// Returns 1, or 0 (and no record) for an address that is not live.
+FAKECUDA_EXPORT int fakecuda_free(uint64_t address);
+// cudaStreamSynchronize(stream), or cudaDeviceSynchronize for kFakeAllStreams:
+// busy-waits until the GPU timeline end has passed, then emits the
+// SYNCHRONIZATION record and the synchronize-domain callback. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_synchronize(int64_t stream);
+// cudaGraphLaunch of a graph of n kernels run one after the other on `stream`.
+// Each kernel record has graphId = graph_id, graphNodeId = (graph_id << 32) | (index + 1)
+// and the correlation id of the cudaGraphLaunch call; no per-kernel API callback.
+FAKECUDA_EXPORT uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, const char* const* mangled_names,
+                                               const uint64_t* durations_ns, uint32_t stream);
+// cudaProfilerStop: callbacks only (flushing is the subscriber's business).
+FAKECUDA_EXPORT uint32_t fakecuda_profiler_stop(void);
+// cudaDeviceReset: resource CONTEXT_DESTROY_STARTING callback inside the API call,
+// then GPU timelines and live allocations are forgotten.
+FAKECUDA_EXPORT uint32_t fakecuda_device_reset(void);
+// Adds n to the count the next cuptiActivityGetNumDroppedRecords reports (which
+// also includes records the fake really dropped for lack of a buffer); reading
+// the count resets it to 0, as in CUPTI.
+FAKECUDA_EXPORT void fakecuda_set_dropped(uint64_t n);
+// The fake's clock: what records and cuptiGetTimestamp use.
+FAKECUDA_EXPORT uint64_t fakecuda_now(void);
+// End of the last GPU work queued on `stream` (0 if none).
+FAKECUDA_EXPORT uint64_t fakecuda_stream_end(uint32_t stream);
+
+#ifdef __cplusplus
+}
+#endif

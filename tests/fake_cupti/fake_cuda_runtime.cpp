@@ -1,0 +1,281 @@
+// The fakecuda_* control API: a CUDA runtime/driver stand-in whose calls go
+// through the same callback and activity paths a real CUDA call takes under CUPTI.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "fake_cuda.h"
+#include "fake_cupti_internal.h"
+#include "fake_cupti_records.h"
+
+namespace fake_cupti {
+
+namespace {
+
+constexpr uint64_t kAllocationGranularity = 512;
+
+// One CUDA API call: ENTER callback at construction, EXIT callback and the
+// API activity record at destruction.
+class ApiCall {
+ public:
+  ApiCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* name, const char* symbol = nullptr)
+      : domain_(domain), cbid_(cbid), correlation_(state().runtime.next_correlation.fetch_add(1)) {
+    data_.callbackSite = CUPTI_API_ENTER;
+    data_.functionName = name;
+    data_.functionParams = nullptr;
+    data_.functionReturnValue = &return_value_;
+    data_.symbolName = symbol;
+    data_.context = fake_context();
+    data_.contextUid = kFakeContextId;
+    data_.correlationData = &correlation_data_;
+    data_.correlationId = correlation_;
+    emit_external_correlations(correlation_);
+    state().callbacks.fire(domain_, cbid_, &data_);
+    start_ = now_ns();
+  }
+  ~ApiCall() {
+    const uint64_t end = now_ns();
+    data_.callbackSite = CUPTI_API_EXIT;
+    state().callbacks.fire(domain_, cbid_, &data_);
+    append_api(domain_ == CUPTI_CB_DOMAIN_DRIVER_API, cbid_, correlation_, start_, end);
+  }
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+
+  uint32_t correlation() const { return correlation_; }
+  uint64_t start() const { return start_; }
+
+ private:
+  CUpti_CallbackDomain domain_;
+  CUpti_CallbackId cbid_;
+  uint32_t correlation_;
+  uint64_t start_ = 0;
+  uint64_t correlation_data_ = 0;
+  int return_value_ = 0;  // cudaSuccess / CUDA_SUCCESS
+  CUpti_CallbackData data_{};
+};
+
+GpuSpan place_on_stream(uint32_t stream, uint64_t duration_ns) {
+  RuntimeState& runtime = state().runtime;
+  GpuSpan span;
+  span.queued = now_ns();
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  uint64_t& stream_end = runtime.stream_end[stream];
+  span.start = std::max<uint64_t>(span.queued + kFakeLaunchLatencyNs, stream_end);
+  span.end = span.start + duration_ns;
+  stream_end = span.end;
+  return span;
+}
+
+uint64_t timeline_end(int64_t stream) {
+  RuntimeState& runtime = state().runtime;
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  if (stream != kFakeAllStreams) {
+    auto found = runtime.stream_end.find(static_cast<uint32_t>(stream));
+    return found == runtime.stream_end.end() ? 0 : found->second;
+  }
+  uint64_t end = 0;
+  for (const auto& [id, stream_end] : runtime.stream_end) end = std::max(end, stream_end);
+  return end;
+}
+
+// Synchronisation spins so that CPU-side ranges around it last exactly until
+// the GPU timeline says the work is done.
+void wait_until(uint64_t target) {
+  while (now_ns() < target) std::this_thread::yield();
+}
+
+const char* intern(const char* name) {
+  if (name == nullptr) return nullptr;
+  RuntimeState& runtime = state().runtime;
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  return runtime.names.emplace(name).first->c_str();
+}
+
+FakeKernelConfig config_or_default(const FakeKernelConfig* config) {
+  if (config != nullptr) return *config;
+  FakeKernelConfig defaults{};
+  defaults.grid[0] = defaults.grid[1] = defaults.grid[2] = 1;
+  defaults.block[0] = 128;
+  defaults.block[1] = defaults.block[2] = 1;
+  defaults.registers_per_thread = 32;
+  return defaults;
+}
+
+uint32_t launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* api_name, const char* name,
+                uint64_t duration_ns, uint32_t stream, const FakeKernelConfig* config) {
+  fakecuda_init();
+  const char* interned = intern(name);
+  ApiCall call(domain, cbid, api_name, interned);
+  KernelLaunch kernel;
+  kernel.name = interned;
+  kernel.stream = stream;
+  kernel.correlation_id = call.correlation();
+  kernel.config = config_or_default(config);
+  kernel.span = place_on_stream(stream, duration_ns);
+  append_kernel(kernel);
+  return call.correlation();
+}
+
+using InitializeInjectionFn = int (*)();
+
+InitializeInjectionFn find_injection() {
+  // The driver loads CUDA_INJECTION64_PATH itself; a preloaded tool is found globally.
+  if (const char* path = std::getenv("CUDA_INJECTION64_PATH"); path != nullptr && path[0] != '\0') {
+    if (void* handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
+      if (void* symbol = dlsym(handle, "InitializeInjection")) return reinterpret_cast<InitializeInjectionFn>(symbol);
+    }
+  }
+  return reinterpret_cast<InitializeInjectionFn>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+}
+
+}  // namespace
+
+}  // namespace fake_cupti
+
+namespace fc = fake_cupti;
+
+extern "C" {
+
+int fakecuda_init(void) {
+  if (fc::state().runtime.initialized.exchange(true)) return 0;
+  int called = 0;
+  if (fc::InitializeInjectionFn initialize = fc::find_injection()) {
+    initialize();
+    called = 1;
+  }
+  CUpti_ResourceData resource{};
+  resource.context = fc::fake_context();
+  fc::state().callbacks.fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &resource);
+  return called;
+}
+
+uint32_t fakecuda_launch_kernel(const char* mangled_name, uint64_t duration_ns, uint32_t stream,
+                                const FakeKernelConfig* config) {
+  return fc::launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel",
+                    mangled_name, duration_ns, stream, config);
+}
+
+uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t duration_ns, uint32_t stream,
+                                       const FakeKernelConfig* config) {
+  return fc::launch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel",
+                    mangled_name, duration_ns, stream, config);
+}
+
+uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t duration_ns, int blocking) {
+  fakecuda_init();
+  const bool async = blocking == 0;
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
+                   async ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+                   async ? "cudaMemcpyAsync" : "cudaMemcpy");
+  const fc::GpuSpan span = fc::place_on_stream(stream, duration_ns);
+  fc::append_memcpy(bytes, kind, stream, call.correlation(), async, span);
+  if (!async) fc::wait_until(span.end);
+  return call.correlation();
+}
+
+uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync");
+  fc::append_memset(bytes, stream, call.correlation(), fc::place_on_stream(stream, duration_ns));
+  return call.correlation();
+}
+
+uint64_t fakecuda_malloc(uint64_t bytes) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc");
+  uint64_t address = 0;
+  {
+    fc::RuntimeState& runtime = fc::state().runtime;
+    std::lock_guard<std::mutex> lock(runtime.mutex);
+    address = runtime.next_address;
+    const uint64_t rounded = (bytes + fc::kAllocationGranularity - 1) / fc::kAllocationGranularity;
+    runtime.next_address += std::max<uint64_t>(rounded, 1) * fc::kAllocationGranularity;
+    runtime.live_allocations[address] = bytes;
+  }
+  fc::append_memory(address, bytes, /*allocation=*/true, call.correlation(), fc::now_ns());
+  return address;
+}
+
+int fakecuda_free(uint64_t address) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree");
+  uint64_t bytes = 0;
+  {
+    fc::RuntimeState& runtime = fc::state().runtime;
+    std::lock_guard<std::mutex> lock(runtime.mutex);
+    auto found = runtime.live_allocations.find(address);
+    if (found == runtime.live_allocations.end()) return 0;
+    bytes = found->second;
+    runtime.live_allocations.erase(found);
+  }
+  fc::append_memory(address, bytes, /*allocation=*/false, call.correlation(), fc::now_ns());
+  return 1;
+}
+
+uint32_t fakecuda_synchronize(int64_t stream) {
+  fakecuda_init();
+  const bool whole_device = stream == kFakeAllStreams;
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
+                   whole_device ? CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020
+                                : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+                   whole_device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize");
+  fc::wait_until(fc::timeline_end(stream));
+  const uint32_t stream_id = whole_device ? 0u : static_cast<uint32_t>(stream);
+  fc::append_synchronization(whole_device, stream_id, call.correlation(), call.start(), fc::now_ns());
+  CUpti_SynchronizeData sync{};
+  sync.context = fc::fake_context();
+  sync.stream = whole_device ? nullptr : reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream_id));
+  fc::state().callbacks.fire(CUPTI_CB_DOMAIN_SYNCHRONIZE,
+                             whole_device ? CUPTI_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED
+                                          : CUPTI_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED,
+                             &sync);
+  return call.correlation();
+}
+
+uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, const char* const* mangled_names,
+                               const uint64_t* durations_ns, uint32_t stream) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch");
+  for (uint32_t i = 0; i < n; ++i) {
+    fc::KernelLaunch kernel;
+    kernel.name = fc::intern(mangled_names[i]);
+    kernel.stream = stream;
+    kernel.correlation_id = call.correlation();
+    kernel.graph_id = graph_id;
+    kernel.graph_node_id = (static_cast<uint64_t>(graph_id) << 32) | (i + 1);
+    kernel.config = fc::config_or_default(nullptr);
+    kernel.span = fc::place_on_stream(stream, durations_ns[i]);
+    fc::append_kernel(kernel);
+  }
+  return call.correlation();
+}
+
+uint32_t fakecuda_profiler_stop(void) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, "cudaProfilerStop");
+  return call.correlation();
+}
+
+uint32_t fakecuda_device_reset(void) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, "cudaDeviceReset");
+  CUpti_ResourceData resource{};
+  resource.context = fc::fake_context();
+  fc::state().callbacks.fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &resource);
+  fc::RuntimeState& runtime = fc::state().runtime;
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  runtime.stream_end.clear();
+  runtime.live_allocations.clear();
+  return call.correlation();
+}
+
+void fakecuda_set_dropped(uint64_t n) { fc::state().activity.add_dropped(n); }
+
+uint64_t fakecuda_now(void) { return fc::now_ns(); }
+
+uint64_t fakecuda_stream_end(uint32_t stream) { return fc::timeline_end(stream); }
+
+}  // extern "C"

@@ -1,0 +1,542 @@
+// The exported CUPTI functions of libfake_cupti. Signatures come from the real
+// headers (compiled with CUPTI_LIB so the headers mark them visible), so the
+// compiler checks every one against this header version.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fake_cupti_internal.h"
+#include "fake_cupti_tables.inc"
+
+namespace fake_cupti {
+
+namespace {
+
+State* g_state = nullptr;
+int g_subscriber_tag = 0;
+int g_context_tag = 0;
+
+void reset_after_fork() {
+  // A forked child must not inherit CUPTI's threads or locks: start from nothing.
+  if (g_state != nullptr) g_state->activity.forget_worker_after_fork();
+  g_state = new State();
+}
+
+__attribute__((constructor)) void on_load() {
+  if (g_state == nullptr) g_state = new State();
+  pthread_atfork(nullptr, nullptr, reset_after_fork);
+}
+
+__attribute__((destructor)) void on_unload() {
+  if (g_state != nullptr) g_state->activity.stop_worker();
+}
+
+bool fail_mode_is(const char* mode) {
+  const char* value = std::getenv("FAKE_CUPTI_FAIL");
+  return value != nullptr && std::strcmp(value, mode) == 0;
+}
+
+uint64_t clock_offset_ns() {
+  const char* value = std::getenv("FAKE_CUPTI_CLOCK_OFFSET_NS");
+  return value != nullptr ? std::strtoull(value, nullptr, 10) : 0;
+}
+
+CUpti_SubscriberHandle the_handle() { return reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_tag); }
+
+size_t domain_size(int domain) {
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_DRIVER_API: return CUPTI_DRIVER_TRACE_CBID_SIZE;
+    case CUPTI_CB_DOMAIN_RUNTIME_API: return CUPTI_RUNTIME_TRACE_CBID_SIZE;
+    case CUPTI_CB_DOMAIN_RESOURCE: return CUPTI_CBID_RESOURCE_SIZE;
+    case CUPTI_CB_DOMAIN_SYNCHRONIZE: return CUPTI_CBID_SYNCHRONIZE_SIZE;
+    case CUPTI_CB_DOMAIN_NVTX: return CUPTI_CBID_NVTX_SIZE;
+    case CUPTI_CB_DOMAIN_STATE: return CUPTI_CBID_STATE_SIZE;
+    default: return 0;
+  }
+}
+
+bool valid_domain(CUpti_CallbackDomain domain) {
+  return domain > CUPTI_CB_DOMAIN_INVALID && domain < CUPTI_CB_DOMAIN_SIZE;
+}
+
+// External correlation ids pushed per thread, one stack per kind.
+thread_local std::vector<uint64_t> t_external_ids[CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 + 1];
+
+}  // namespace
+
+bool fail_unknown() { return fail_mode_is("unknown"); }
+bool fail_subscriber() { return fail_mode_is("subscriber"); }
+
+State& state() {
+  if (g_state == nullptr) g_state = new State();
+  return *g_state;
+}
+
+uint64_t now_ns() {
+  CUpti_TimestampCallbackFunc callback = state().timestamp_callback.load(std::memory_order_acquire);
+  if (callback != nullptr) return callback();
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) + clock_offset_ns();
+}
+
+uint32_t current_thread_id() {
+  if (state().thread_id_type.load() == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
+    return static_cast<uint32_t>(syscall(SYS_gettid));
+  }
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(reinterpret_cast<void*>(pthread_self())));
+}
+
+CUcontext fake_context() { return reinterpret_cast<CUcontext>(&g_context_tag); }
+
+void emit_external_correlations(uint32_t correlation_id) {
+  if (!state().activity.enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) return;
+  for (uint32_t kind = 0; kind <= CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2; ++kind) {
+    if (t_external_ids[kind].empty()) continue;
+    CUpti_ActivityExternalCorrelation record{};
+    record.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    record.externalKind = static_cast<CUpti_ExternalCorrelationKind>(kind);
+    record.externalId = t_external_ids[kind].back();
+    record.correlationId = correlation_id;
+    state().activity.append(&record, sizeof(record));
+  }
+}
+
+CallbackRegistry::CallbackRegistry() {
+  for (int domain = 0; domain < CUPTI_CB_DOMAIN_SIZE; ++domain) enabled_[domain].assign(domain_size(domain), 0);
+}
+
+bool CallbackRegistry::valid_handle(CUpti_SubscriberHandle handle) const {
+  return subscribed_ && handle == the_handle();
+}
+
+CUptiResult CallbackRegistry::subscribe(CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback,
+                                        void* userdata) {
+  if (handle == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (subscribed_ || fail_subscriber()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  subscribed_ = true;
+  callback_ = callback;
+  userdata_ = userdata;
+  *handle = the_handle();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CallbackRegistry::unsubscribe(CUpti_SubscriberHandle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!valid_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+  subscribed_ = false;
+  callback_ = nullptr;
+  userdata_ = nullptr;
+  for (auto& bits : enabled_) std::fill(bits.begin(), bits.end(), 0);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CallbackRegistry::enable_callback(uint32_t enable, CUpti_SubscriberHandle handle,
+                                              CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!valid_handle(handle) || !valid_domain(domain) || cbid >= enabled_[domain].size()) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  enabled_[domain][cbid] = enable != 0 ? 1 : 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CallbackRegistry::enable_domain(uint32_t enable, CUpti_SubscriberHandle handle,
+                                            CUpti_CallbackDomain domain) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!valid_handle(handle) || !valid_domain(domain)) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::fill(enabled_[domain].begin(), enabled_[domain].end(), enable != 0 ? 1 : 0);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CallbackRegistry::enable_all(uint32_t enable, CUpti_SubscriberHandle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!valid_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (auto& bits : enabled_) std::fill(bits.begin(), bits.end(), enable != 0 ? 1 : 0);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CallbackRegistry::get_state(uint32_t* enable, CUpti_SubscriberHandle handle,
+                                        CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (enable == nullptr || !valid_handle(handle) || !valid_domain(domain) || cbid >= enabled_[domain].size()) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  *enable = enabled_[domain][cbid];
+  return CUPTI_SUCCESS;
+}
+
+void CallbackRegistry::fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  CUpti_CallbackFunc callback = nullptr;
+  void* userdata = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!subscribed_ || !valid_domain(domain) || cbid >= enabled_[domain].size() || !enabled_[domain][cbid]) return;
+    callback = callback_;
+    userdata = userdata_;
+  }
+  if (callback != nullptr) callback(userdata, domain, cbid, data);
+}
+
+}  // namespace fake_cupti
+
+namespace fc = fake_cupti;
+
+#define FAKE_CUPTI_GUARD()                            \
+  do {                                                \
+    if (fc::fail_unknown()) return CUPTI_ERROR_UNKNOWN; \
+  } while (0)
+
+extern "C" {
+
+// Version and result strings need no driver, so they work in every mode, as in CUPTI.
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+  if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  const char* forced = std::getenv("FAKE_CUPTI_VERSION");
+  *version = forced != nullptr ? static_cast<uint32_t>(std::strtoul(forced, nullptr, 10)) : CUPTI_API_VERSION;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
+  if (str == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (const auto& entry : kResultNames) {
+    if (entry.result == static_cast<unsigned>(result)) {
+      *str = entry.name;
+      return CUPTI_SUCCESS;
+    }
+  }
+  *str = nullptr;
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+CUptiResult CUPTIAPI cuptiGetErrorMessage(CUptiResult result, const char** str) {
+  return cuptiGetResultString(result, str);
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                    void* userdata) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.subscribe(subscriber, callback, userdata);
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                       void* userdata, CUpti_SubscriberParams* pParams) {
+  FAKE_CUPTI_GUARD();
+  if (pParams != nullptr && pParams->structSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  const CUptiResult result = fc::state().callbacks.subscribe(subscriber, callback, userdata);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && pParams != nullptr &&
+      pParams->oldSubscriberName != nullptr && pParams->oldSubscriberSize > 0) {
+    std::strncpy(pParams->oldSubscriberName, "CUPTI for fake_other_tool", pParams->oldSubscriberSize - 1);
+    pParams->oldSubscriberName[pParams->oldSubscriberSize - 1] = '\0';
+  }
+  return result;
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.unsubscribe(subscriber);
+}
+
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.enable_callback(enable, subscriber, domain, cbid);
+}
+
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                       CUpti_CallbackDomain domain) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.enable_domain(enable, subscriber, domain);
+}
+
+CUptiResult CUPTIAPI cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle subscriber) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.enable_all(enable, subscriber);
+}
+
+CUptiResult CUPTIAPI cuptiGetCallbackState(uint32_t* enable, CUpti_SubscriberHandle subscriber,
+                                           CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().callbacks.get_state(enable, subscriber, domain, cbid);
+}
+
+CUptiResult CUPTIAPI cuptiSupportedDomains(size_t* domainCount, CUpti_DomainTable* domainTable) {
+  FAKE_CUPTI_GUARD();
+  static const CUpti_CallbackDomain kDomains[] = {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                  CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CB_DOMAIN_SYNCHRONIZE,
+                                                  CUPTI_CB_DOMAIN_NVTX, CUPTI_CB_DOMAIN_STATE};
+  if (domainCount == nullptr || domainTable == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *domainCount = sizeof(kDomains) / sizeof(kDomains[0]);
+  *domainTable = const_cast<CUpti_CallbackDomain*>(kDomains);
+  return CUPTI_SUCCESS;
+}
+
+// Names carry the version suffix of the cbid enum (e.g. "cudaLaunchKernel_v7000"),
+// unlike CUpti_CallbackData::functionName.
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  FAKE_CUPTI_GUARD();
+  if (name == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *name = nullptr;
+  for (const auto& entry : kCallbackNames) {
+    if (entry.domain == static_cast<unsigned>(domain) && entry.cbid == cbid) {
+      *name = entry.name;
+      return CUPTI_SUCCESS;
+    }
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+                                                    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().activity.register_callbacks(funcBufferRequested, funcBufferCompleted);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().activity.set_enabled(kind, true);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableAndDump(CUpti_ActivityKind kind) { return cuptiActivityEnable(kind); }
+
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  FAKE_CUPTI_GUARD();
+  return fc::state().activity.set_enabled(kind, false);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableContext(CUcontext context, CUpti_ActivityKind kind) {
+  FAKE_CUPTI_GUARD();
+  if (context != fc::fake_context()) return CUPTI_ERROR_INVALID_CONTEXT;
+  return fc::state().activity.set_enabled(kind, true);
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisableContext(CUcontext context, CUpti_ActivityKind kind) {
+  FAKE_CUPTI_GUARD();
+  if (context != fc::fake_context()) return CUPTI_ERROR_INVALID_CONTEXT;
+  return fc::state().activity.set_enabled(kind, false);
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  FAKE_CUPTI_GUARD();
+  (void)flag;  // every fake record is complete when written, so forced or not is the same
+  fc::emit_static_records_once();
+  fc::state().activity.flush_all();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag) {
+  (void)context;
+  (void)streamId;
+  return cuptiActivityFlushAll(flag);
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t time) {
+  FAKE_CUPTI_GUARD();
+  fc::state().activity.set_flush_period_ms(time);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t validBufferSizeBytes,
+                                                CUpti_Activity** record) {
+  FAKE_CUPTI_GUARD();
+  if (buffer == nullptr || record == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  const uint8_t* end = buffer + validBufferSizeBytes;
+  const uint8_t* next = nullptr;
+  if (*record == nullptr) {
+    const auto address = reinterpret_cast<uintptr_t>(buffer);
+    next = buffer + (((address + 7) & ~uintptr_t{7}) - address);
+  } else {
+    const size_t size = fc::record_size((*record)->kind);
+    if (size == 0) return CUPTI_ERROR_INVALID_KIND;
+    next = reinterpret_cast<const uint8_t*>(*record) + size;
+  }
+  if (next + sizeof(CUpti_Activity) > end) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  const auto* candidate = reinterpret_cast<const CUpti_Activity*>(next);
+  const size_t size = fc::record_size(candidate->kind);
+  if (size == 0 || next + size > end) return CUPTI_ERROR_INVALID_KIND;
+  *record = const_cast<CUpti_Activity*>(candidate);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t* dropped) {
+  FAKE_CUPTI_GUARD();
+  (void)context;
+  (void)streamId;
+  if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *dropped = fc::state().activity.take_dropped();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  FAKE_CUPTI_GUARD();
+  if (timestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *timestamp = fc::now_ns();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp) {
+  FAKE_CUPTI_GUARD();
+  fc::state().timestamp_callback.store(funcTimestamp, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}
+
+// Detaches the subscriber and stops activity collection; records not yet
+// flushed are abandoned, as CUPTI documents.
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  FAKE_CUPTI_GUARD();
+  fc::State& s = fc::state();
+  s.activity.stop_worker();
+  for (uint32_t kind = 1; kind < CUPTI_ACTIVITY_KIND_COUNT; ++kind) s.activity.set_enabled(kind, false);
+  s.callbacks.unsubscribe(fc::the_handle());
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t* deviceId) {
+  FAKE_CUPTI_GUARD();
+  if (deviceId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (context != nullptr && context != fc::fake_context()) return CUPTI_ERROR_INVALID_CONTEXT;
+  *deviceId = 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t* contextId) {
+  FAKE_CUPTI_GUARD();
+  if (contextId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (context != fc::fake_context()) return CUPTI_ERROR_INVALID_CONTEXT;
+  *contextId = 1;
+  return CUPTI_SUCCESS;
+}
+
+// Fake CUstream handles are the stream ids themselves (NULL = legacy default stream 7).
+CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint8_t perThreadStream,
+                                        uint32_t* streamId) {
+  FAKE_CUPTI_GUARD();
+  (void)context;
+  (void)perThreadStream;
+  if (streamId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  const auto value = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(stream));
+  *streamId = value == 0 ? 7u : value;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetStreamId(CUcontext context, CUstream stream, uint32_t* streamId) {
+  return cuptiGetStreamIdEx(context, stream, 0, streamId);
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+  FAKE_CUPTI_GUARD();
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind > CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  fc::t_external_ids[kind].push_back(id);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* lastId) {
+  FAKE_CUPTI_GUARD();
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind > CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  auto& ids = fc::t_external_ids[kind];
+  if (ids.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  if (lastId != nullptr) *lastId = ids.back();
+  ids.pop_back();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type) {
+  FAKE_CUPTI_GUARD();
+  if (type >= CUPTI_ACTIVITY_THREAD_ID_TYPE_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  fc::state().thread_id_type.store(type);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType* type) {
+  FAKE_CUPTI_GUARD();
+  if (type == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *type = static_cast<CUpti_ActivityThreadIdType>(fc::state().thread_id_type.load());
+  return CUPTI_SUCCESS;
+}
+
+// Attributes are accepted and remembered nowhere: buffer sizing is the client's.
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
+  FAKE_CUPTI_GUARD();
+  (void)attr;
+  if (valueSize == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
+  FAKE_CUPTI_GUARD();
+  (void)attr;
+  if (valueSize == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::memset(value, 0, *valueSize);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetLastError(void) {
+  return fc::fail_unknown() ? CUPTI_ERROR_UNKNOWN : CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableLatencyTimestamps(uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableLaunchAttributes(uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableAllocationSource(uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+// Per-cbid API record filtering is accepted but not applied: every API record
+// of an enabled DRIVER/RUNTIME kind is written.
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)cbid;
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  (void)cbid;
+  (void)enable;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiDeviceSupported(CUdevice dev, int* support) {
+  FAKE_CUPTI_GUARD();
+  if (support == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *support = dev == 0 ? 1 : 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiComputeCapabilitySupported(int major, int minor, int* support) {
+  FAKE_CUPTI_GUARD();
+  (void)minor;
+  if (support == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *support = major >= 7 ? 1 : 0;
+  return CUPTI_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,232 @@
+#include "fake_cupti_records.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "fake_cupti_internal.h"
+
+namespace fake_cupti {
+
+namespace {
+
+ActivityBuffers& activity() { return state().activity; }
+
+// Records of other kinds must not be the first ones a subscriber sees: the
+// device and context records come first, as CUPTI writes them at enable time.
+template <typename Record>
+void append_record(const Record& record) {
+  emit_static_records_once();
+  activity().append(&record, sizeof(record));
+}
+
+void append_device() {
+  CUpti_ActivityDevice5 device{};
+  device.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  device.flags = CUPTI_ACTIVITY_FLAG_NONE;
+  device.globalMemoryBandwidth = 4800000000ull;  // kB/s
+  device.globalMemorySize = 150754820096ull;     // 140.4 GiB
+  device.constantMemorySize = 65536;
+  device.l2CacheSize = 52428800;
+  device.numThreadsPerWarp = 32;
+  device.coreClockRate = 1980000;  // kHz
+  device.numMemcpyEngines = 3;
+  device.numMultiprocessors = 132;
+  device.maxIPC = 4;
+  device.maxWarpsPerMultiprocessor = 64;
+  device.maxBlocksPerMultiprocessor = 32;
+  device.maxSharedMemoryPerMultiprocessor = 233472;
+  device.maxRegistersPerMultiprocessor = 65536;
+  device.maxRegistersPerBlock = 65536;
+  device.maxSharedMemoryPerBlock = 49152;
+  device.maxThreadsPerBlock = 1024;
+  device.maxBlockDimX = 1024;
+  device.maxBlockDimY = 1024;
+  device.maxBlockDimZ = 64;
+  device.maxGridDimX = 2147483647u;
+  device.maxGridDimY = 65535;
+  device.maxGridDimZ = 65535;
+  device.computeCapabilityMajor = 9;
+  device.computeCapabilityMinor = 0;
+  device.id = kFakeDeviceId;
+  device.eccEnabled = 1;
+  for (int i = 0; i < 16; ++i) device.uuid.bytes[i] = static_cast<char>(0xf0 + i);
+  device.name = "Fake H200";
+  device.isCudaVisible = 1;
+  device.isMigEnabled = 0;
+  device.gpuInstanceId = 0xffffffffu;
+  device.computeInstanceId = 0xffffffffu;
+  device.isNumaNode = 0;
+  device.numaId = 0xffffffffu;
+  activity().append(&device, sizeof(device));
+}
+
+void append_context() {
+  CUpti_ActivityContext3 context{};
+  context.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+  context.contextId = kFakeContextId;
+  context.deviceId = kFakeDeviceId;
+  context.computeApiKind = CUPTI_ACTIVITY_COMPUTE_API_CUDA;
+  context.nullStreamId = 7;
+  context.parentContextId = 0;
+  context.isGreenContext = 0;
+  context.numMultiprocessors = 132;
+  context.cigMode = CUPTI_CONTEXT_CIG_MODE_NONE;
+  activity().append(&context, sizeof(context));
+}
+
+}  // namespace
+
+void emit_static_records_once() {
+  RuntimeState& runtime = state().runtime;
+  {
+    std::lock_guard<std::mutex> lock(runtime.mutex);
+    if (runtime.static_records_done) return;
+    const bool wanted = activity().enabled(CUPTI_ACTIVITY_KIND_DEVICE) || activity().enabled(CUPTI_ACTIVITY_KIND_CONTEXT);
+    if (!wanted) return;
+    runtime.static_records_done = true;
+  }
+  if (activity().enabled(CUPTI_ACTIVITY_KIND_DEVICE)) append_device();
+  if (activity().enabled(CUPTI_ACTIVITY_KIND_CONTEXT)) append_context();
+}
+
+void append_kernel(const KernelLaunch& launch) {
+  const bool concurrent = activity().enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (!concurrent && !activity().enabled(CUPTI_ACTIVITY_KIND_KERNEL)) return;
+  CUpti_ActivityKernel10 kernel{};
+  kernel.kind = concurrent ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
+  kernel.cacheConfig.config.requested = 0;
+  kernel.cacheConfig.config.executed = 0;
+  kernel.registersPerThread = launch.config.registers_per_thread;
+  kernel.start = launch.span.start;
+  kernel.end = launch.span.end;
+  kernel.completed = launch.span.end;
+  kernel.deviceId = kFakeDeviceId;
+  kernel.contextId = kFakeContextId;
+  kernel.streamId = launch.stream;
+  kernel.gridX = launch.config.grid[0];
+  kernel.gridY = launch.config.grid[1];
+  kernel.gridZ = launch.config.grid[2];
+  kernel.blockX = launch.config.block[0];
+  kernel.blockY = launch.config.block[1];
+  kernel.blockZ = launch.config.block[2];
+  kernel.staticSharedMemory = launch.config.static_shared_memory;
+  kernel.dynamicSharedMemory = launch.config.dynamic_shared_memory;
+  kernel.correlationId = launch.correlation_id;
+  {
+    std::lock_guard<std::mutex> lock(state().runtime.mutex);
+    kernel.gridId = state().runtime.next_grid_id++;
+  }
+  kernel.name = launch.name;
+  kernel.queued = launch.span.queued;
+  kernel.submitted = launch.span.queued + 1000;
+  kernel.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+  kernel.sharedMemoryExecuted = static_cast<uint32_t>(launch.config.static_shared_memory +
+                                                      launch.config.dynamic_shared_memory);
+  kernel.graphNodeId = launch.graph_node_id;
+  kernel.graphId = launch.graph_id;
+  kernel.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
+  kernel.clusterX = 1;
+  kernel.clusterY = 1;
+  kernel.clusterZ = 1;
+  append_record(kernel);
+}
+
+void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlation_id, bool async,
+                   const GpuSpan& span) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_MEMCPY)) return;
+  CUpti_ActivityMemcpy6 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  copy.copyKind = static_cast<uint8_t>(kind);
+  const bool host_source = kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  const bool host_destination = kind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  copy.srcKind = host_source ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.dstKind = host_destination ? CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE : CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.flags = async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
+  copy.bytes = bytes;
+  copy.start = span.start;
+  copy.end = span.end;
+  copy.deviceId = kFakeDeviceId;
+  copy.contextId = kFakeContextId;
+  copy.streamId = stream;
+  copy.correlationId = correlation_id;
+  copy.runtimeCorrelationId = 0;
+  copy.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
+  copy.copyCount = 1;
+  append_record(copy);
+}
+
+void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, const GpuSpan& span) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_MEMSET)) return;
+  CUpti_ActivityMemset4 memset_record{};
+  memset_record.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  memset_record.value = 0;
+  memset_record.bytes = bytes;
+  memset_record.start = span.start;
+  memset_record.end = span.end;
+  memset_record.deviceId = kFakeDeviceId;
+  memset_record.contextId = kFakeContextId;
+  memset_record.streamId = stream;
+  memset_record.correlationId = correlation_id;
+  memset_record.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
+  memset_record.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  memset_record.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
+  append_record(memset_record);
+}
+
+void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t correlation_id, uint64_t timestamp) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+  CUpti_ActivityMemory4 memory{};
+  memory.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  memory.memoryOperationType =
+      allocation ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  memory.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  memory.correlationId = correlation_id;
+  memory.address = address;
+  memory.bytes = bytes;
+  memory.timestamp = timestamp;
+  memory.processId = static_cast<uint32_t>(getpid());
+  memory.deviceId = kFakeDeviceId;
+  memory.contextId = kFakeContextId;
+  memory.streamId = 7;
+  memory.name = nullptr;
+  memory.isAsync = 0;
+  memory.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
+  memory.source = nullptr;
+  append_record(memory);
+}
+
+void append_synchronization(bool whole_device, uint32_t stream, uint32_t correlation_id, uint64_t start,
+                            uint64_t end) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = whole_device ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
+                           : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = start;
+  sync.end = end;
+  sync.correlationId = correlation_id;
+  sync.contextId = kFakeContextId;
+  sync.streamId = whole_device ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream;
+  sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.returnValue = 0;
+  append_record(sync);
+}
+
+void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uint64_t start, uint64_t end) {
+  const CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  if (!activity().enabled(kind)) return;
+  CUpti_ActivityAPI api{};
+  api.kind = kind;
+  api.cbid = cbid;
+  api.start = start;
+  api.end = end;
+  api.processId = static_cast<uint32_t>(getpid());
+  api.threadId = current_thread_id();
+  api.correlationId = correlation_id;
+  api.returnValue = 0;
+  append_record(api);
+}
+
+}  // namespace fake_cupti

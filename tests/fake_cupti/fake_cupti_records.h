@@ -1,0 +1,38 @@
+// Builders of the activity records the fake writes, each in the struct layout of
+// this CUPTI header version, appended only when its kind is enabled.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstdint>
+
+#include "fake_cuda.h"
+
+namespace fake_cupti {
+
+struct GpuSpan {
+  uint64_t queued = 0;
+  uint64_t start = 0;
+  uint64_t end = 0;
+};
+
+struct KernelLaunch {
+  const char* name = nullptr;
+  uint32_t stream = 0;
+  uint32_t correlation_id = 0;
+  uint32_t graph_id = 0;
+  uint64_t graph_node_id = 0;
+  FakeKernelConfig config{};
+  GpuSpan span;
+};
+
+void append_kernel(const KernelLaunch& launch);
+void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlation_id, bool async,
+                   const GpuSpan& span);
+void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, const GpuSpan& span);
+void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t correlation_id, uint64_t timestamp);
+void append_synchronization(bool whole_device, uint32_t stream, uint32_t correlation_id, uint64_t start,
+                            uint64_t end);
+void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uint64_t start, uint64_t end);
+
+}  // namespace fake_cupti

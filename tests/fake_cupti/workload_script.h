@@ -1,0 +1,99 @@
+// The workload language of gpu_workload: a tiny script of NVTX ranges and fake
+// CUDA calls, its interpreter, and the exact expectations it implies.
+//
+//   script := item (';' item)*            whitespace around items is ignored
+//   range:NAME{script}                    NVTX push NAME … pop (NAME may contain ':')
+//   thread{script}                        runs script on a new thread, then joins it
+//   kernel:NAME:DUR[:stream=S]            cudaLaunchKernel (default stream 7)
+//   dkernel:NAME:DUR[:stream=S]           cuLaunchKernel (driver API, like Triton)
+//   memcpy:htod|dtoh|dtod:BYTES:DUR[:stream=S][:sync]   cudaMemcpyAsync, or cudaMemcpy with :sync
+//   memset:BYTES:DUR[:stream=S]           cudaMemsetAsync
+//   malloc:TAG:BYTES / free:TAG           cudaMalloc / cudaFree, TAG names the allocation
+//   sync / sync:S                         cudaDeviceSynchronize / cudaStreamSynchronize(S)
+//   graph:ID:NAME@DUR,NAME@DUR…[:stream=S]  cudaGraphLaunch of kernels run in order
+//   dropped:N                             the fake CUPTI reports N more dropped records
+//   busy:DUR                              CPU spin (gives a range self CPU time)
+//   profiler_stop / device_reset          cudaProfilerStop / cudaDeviceReset
+// DUR is an integer with ns, us, ms or s; BYTES a plain integer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fake_cuda.h"
+
+namespace fake_workload {
+
+// The fakecuda_* entry points, resolved with dlsym by gpu_workload or taken
+// directly by tests linked against the fake.
+struct FakeCudaApi {
+  int (*init)() = nullptr;
+  uint32_t (*launch_kernel)(const char*, uint64_t, uint32_t, const FakeKernelConfig*) = nullptr;
+  uint32_t (*driver_launch_kernel)(const char*, uint64_t, uint32_t, const FakeKernelConfig*) = nullptr;
+  uint32_t (*memcpy)(uint64_t, int, uint32_t, uint64_t, int) = nullptr;
+  uint32_t (*memset)(uint64_t, uint32_t, uint64_t) = nullptr;
+  uint64_t (*malloc)(uint64_t) = nullptr;
+  int (*free)(uint64_t) = nullptr;
+  uint32_t (*synchronize)(int64_t) = nullptr;
+  uint32_t (*graph_launch)(uint32_t, uint32_t, const char* const*, const uint64_t*, uint32_t) = nullptr;
+  uint32_t (*profiler_stop)() = nullptr;
+  uint32_t (*device_reset)() = nullptr;
+  void (*set_dropped)(uint64_t) = nullptr;
+};
+
+struct RangeHooks {
+  std::function<void(const std::string&)> push;
+  std::function<void()> pop;
+};
+
+enum class Op {
+  kRange, kThread, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
+  kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset
+};
+
+struct GraphNode {
+  std::string name;
+  uint64_t duration_ns = 0;
+};
+
+struct Item {
+  Op op = Op::kBusy;
+  std::string name;  // range name, kernel name, allocation tag
+  uint64_t duration_ns = 0;
+  uint64_t bytes = 0;  // also the count of dropped:N
+  int memcpy_kind = 0;  // CUpti_ActivityMemcpyKind
+  uint32_t stream = 7;
+  int64_t sync_stream = kFakeAllStreams;
+  bool blocking = false;
+  uint32_t graph_id = 0;
+  std::vector<GraphNode> nodes;
+  std::vector<Item> body;
+};
+
+class Script {
+ public:
+  // Throws std::invalid_argument with the offending text.
+  static Script parse(std::string_view text);
+
+  void run(const FakeCudaApi& api, const RangeHooks& hooks) const;
+  // Exact values the fake's records imply (see workload_scenarios.cpp for the format).
+  nlohmann::json expectations() const;
+
+  const std::string& text() const { return text_; }
+  const std::vector<Item>& items() const { return items_; }
+
+ private:
+  std::string text_;
+  std::vector<Item> items_;
+};
+
+// The named scenarios; nullptr for an unknown name.
+const char* scenario_script(std::string_view name);
+std::vector<std::string> scenario_names();
+
+}  // namespace fake_workload

@@ -1,0 +1,124 @@
+"""What a run leaves behind: torch's table layout (checked against a real torch table),
+the table on stderr, `torchprof report` reproducing summary.json, valid Kineto traces,
+--gzip, never overwriting a run, and the target's stdout left alone."""
+
+import os
+
+import tp
+from tp import check, check_eq, check_close
+
+
+def nested_run(options=()):
+    return tp.profile("nvtx_nested", [2, 3, 6, 3, 2], options=options)
+
+
+def table_format():
+    # the checker itself must accept torch's own table, or it proves nothing
+    with open(tp.fixture("torch_tables/cpu_key_averages_torch1.13.txt"), encoding="utf-8") as f:
+        torch_table = tp.check_torch_table(f.read())
+    check_eq(torch_table.widths[0], 55, "fixture's Name width")
+    r = nested_run()
+    table = tp.check_torch_table(r.table)
+    ops = tp.ops_by_name(r.summary)
+    for name in ("outer", "inner", "leaf"):
+        row = table.row(name)
+        check_eq(int(row["# of Calls"]), ops[name]["calls"], f"# of Calls of {name}")
+        for col, key in (("CPU total", "cpu_total_ns"), ("Self CPU", "self_cpu_ns")):
+            shown = tp.parse_time_ns(row[col])
+            check(abs(shown - ops[name][key]) <= max(1000, ops[name][key] * 0.001),
+                  f"{name} {col} {row[col]} disagrees with summary.json {key}={ops[name][key]}")
+    totals = [tp.parse_time_ns(row["CPU total"]) for row in table.rows]
+    check_eq(totals, sorted(totals, reverse=True), "rows sorted by CPU total (cpu_time_total) without GPU data")
+    self_pct = sum(float(row["Self CPU %"].rstrip("%")) for row in table.rows)
+    check(99.0 <= self_pct <= 101.0, f"Self CPU % adds up to {self_pct}, not 100")
+    total_self = sum(op["self_cpu_ns"] for op in r.summary["ops"])
+    check_close(tp.parse_time_ns(table.trailer[0].split(": ", 1)[1]), total_self, "Self CPU time total", rel=0.01)
+
+
+def table_on_stderr():
+    r = nested_run()
+    table = r.table
+    tp.check_torch_table(table).row("outer")
+    check(table in r.stderr_text, "stderr does not hold table.txt verbatim")
+    check(not r.stdout.replace(b"nvtx_nested: 2 outer, 6 inner, 6 leaf\n", b""),
+          f"torchprof wrote to stdout: {r.stdout!r}")
+
+
+def report_roundtrip():
+    r = nested_run()
+    other = os.path.join(tp.fresh_dir("report"), "again")
+    rep = tp.run_report([r.out_dir, "-o", other])
+    check_eq(rep.rc, 0, "exit code of torchprof report")
+    rep.out_dir = other
+    check("outer" in tp.ops_by_name(r.summary), "the run itself has no 'outer' op")
+    check_eq(rep.summary["ops"], r.summary["ops"], "ops of the re-analysed capture")
+    check_eq(rep.summary.get("steps"), r.summary.get("steps"), "steps of the re-analysed capture")
+    check_eq(rep.table, r.table, "table.txt of the re-analysed capture")
+    capture = os.path.join(r.out_dir, "capture.tprof")
+    check(os.path.isfile(capture), "capture.tprof missing")
+    bad = tp.run_report([os.path.join(r.out_dir, "no-such-file.tprof")])
+    check_eq(bad.rc, 2, "exit code of torchprof report on a missing capture")
+
+
+DEMO_RANGES = ["forward", "linear", "aten::mm", "relu", "loss", "backward", "linear_backward",
+               "optimizer.step", "zero_grad", "data_wait", "load_batch"]
+
+
+def traces_valid():
+    r = tp.profile("demo_train", [5, 0.3])
+    tp.validate_traces(r, DEMO_RANGES + [f"ProfilerStep#{k}" for k in range(5)])
+    procs = tp.processes_with_events(r.summary)
+    check_eq(len(procs), 1, "processes with events")
+    check_eq(len(r.traces), 1, "trace files")
+    path, trace = r.traces[0]
+    worker = procs[0].get("worker")
+    check(os.path.basename(path).startswith(f"{worker}."), f"trace {path} is not named after worker {worker!r}")
+    check("data_loader" in tp.thread_names(procs[0]), "thread data_loader missing from summary.json")
+    pnames = tp.trace_events(trace, ph="M", name="process_name")
+    check(any(ev.get("pid") == procs[0]["pid"] for ev in pnames), "no process_name metadata for the process")
+    for ev in tp.trace_events(trace, ph="X", cat="user_annotation"):
+        check_eq(ev["pid"], procs[0]["pid"], f"pid of {ev['name']!r}")
+
+
+def gzip():
+    r = nested_run(options=["--gzip"])
+    check(r.traces, "no traces written with --gzip")
+    for path, _ in r.traces:
+        check(path.endswith(".pt.trace.json.gz"), f"{path} is not .pt.trace.json.gz")
+    tp.validate_traces(r, ["outer", "inner", "leaf"])
+
+
+def fresh_output_dir():
+    first = nested_run()
+    before = open(first.file("summary.json"), "rb").read()
+    parent = os.path.dirname(first.out_dir)
+    second = tp.run_tool(["-o", first.out_dir, "--", tp.program("nvtx_nested"), "1", "1", "1", "1", "1"])
+    check_eq(second.rc, 0, "exit code of the second run")
+    check_eq(open(first.file("summary.json"), "rb").read(), before, "the first run's summary.json was overwritten")
+    others = [d for d in os.listdir(parent) if d != "out" and os.path.isfile(os.path.join(parent, d, "summary.json"))]
+    check_eq(len(others), 1, f"a fresh output directory next to the first one: {os.listdir(parent)}")
+    check(others[0] in second.stderr_text, f"stderr does not say where the output went ({others[0]})")
+
+
+def stdout_identical():
+    for prog, args in (("nvtx_unicode", [2]), ("demo_train", [3, 0.2]), ("nvtx_threads", [2, 50])):
+        plain, _ = tp.run_plain(prog, args)
+        r = tp.profile(prog, args)
+        check_eq(r.stdout, plain.stdout, f"stdout of {prog} under torchprof-run")
+
+
+def demo():
+    r = tp.profile("demo_train")
+    check(r.stdout.startswith(b"demo_train: 20 steps"), f"demo stdout {r.stdout!r}")
+    s = r.summary
+    for name, calls in (("forward", 20), ("linear", 60), ("aten::mm", 60), ("load_batch", 20),
+                        ("optimizer.step", 20)):
+        tp.check_op(s, name, calls=calls)
+    table = tp.check_torch_table(r.table)
+    check_eq(table.row("ProfilerStep*")["# of Calls"], "20", "ProfilerStep* calls")
+
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main({f.__name__: f for f in (table_format, table_on_stderr, report_roundtrip,
+                                                      traces_valid, gzip, fresh_output_dir,
+                                                      stdout_identical, demo)}))

@@ -1,0 +1,33 @@
+// Exact, known durations for the programs the integration tests profile. Spinning on
+// CLOCK_MONOTONIC (not sleeping) keeps a range's wall time equal to what was asked even
+// on a loaded machine, which is what the 10% tolerances in tests/integration rely on.
+#pragma once
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline int64_t tp_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void tp_spin_until(int64_t deadline_ns) {
+  while (tp_now_ns() < deadline_ns) {
+  }
+}
+
+static inline void tp_busy_us(double us) { tp_spin_until(tp_now_ns() + (int64_t)(us * 1000.0)); }
+
+static inline void tp_busy_ms(double ms) { tp_busy_us(ms * 1000.0); }
+
+// argv[i] as a number, or `fallback` when absent; exits 2 on garbage so a typo in a test
+// does not silently run with a default.
+static inline double tp_arg(int argc, char** argv, int i, double fallback) {
+  if (i >= argc) return fallback;
+  char* end = NULL;
+  double v = strtod(argv[i], &end);
+  if (end == argv[i] || *end != '\0') exit(2);
+  return v;
+}

@@ -1,0 +1,154 @@
+// Unit tests of the injected library's pure parts: UTF-8 conversion, the
+// per-thread intern table, the SPSC ring, and the recorder's all-or-nothing
+// writes with exact drop counting.
+#include <doctest/doctest.h>
+#include <semaphore.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inject/recorder.h"
+#include "inject/ring_buffer.h"
+#include "inject/string_intern.h"
+#include "inject/thread_buffer.h"
+#include "inject/utf8.h"
+
+namespace ti = torchprof::inject;
+namespace tw = torchprof::wire;
+
+namespace {
+
+// Drains `tb`'s ring into (kind, name) pairs, skipping string continuation slots
+// and returning string texts by id in `strings`.
+std::vector<std::pair<tw::Kind, uint32_t>> drain(ti::ThreadBuffer* tb, std::vector<std::string>* strings = nullptr) {
+  std::vector<std::pair<tw::Kind, uint32_t>> out;
+  uint64_t pos = tb->ring.consumer_tail();
+  uint64_t head = tb->ring.consumer_head();
+  while (pos < head) {
+    const tw::Record& r = tb->ring.at(pos);
+    out.emplace_back(static_cast<tw::Kind>(r.kind), r.name);
+    if (strings != nullptr && r.kind == static_cast<uint8_t>(tw::Kind::kString)) {
+      std::string s;
+      for (uint32_t i = 0; i < r.extra; ++i) s.append(reinterpret_cast<const char*>(&tb->ring.at(pos + 1 + i)), 32);
+      s.resize(r.a);
+      strings->push_back(s);
+    }
+    pos += 1 + r.extra;
+  }
+  tb->ring.release_to(pos);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("wide_to_utf8 encodes every plane and never splits a character") {
+  char out[16];
+  size_t n = ti::wide_to_utf8(L"a\u00e9\u4e2d\U0001F600", out, sizeof(out));
+  CHECK(std::string(out, n) == "a\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80");
+  n = ti::wide_to_utf8(L"\u4e2d\u4e2d", out, 5);  // room for one 3-byte char only
+  CHECK(n == 3);
+  const wchar_t bad[] = {static_cast<wchar_t>(0xD800), 0};
+  n = ti::wide_to_utf8(bad, out, sizeof(out));
+  CHECK(std::string(out, n) == "\xEF\xBF\xBD");
+}
+
+TEST_CASE("intern table matches by content, not by pointer") {
+  ti::StringIntern t;
+  REQUIRE(t.init());
+  ti::StringIntern::Probe p;
+  char a[] = "aten::mm";
+  CHECK(t.find(a, 8, &p) == ti::StringIntern::kNotFound);
+  t.insert(p, a, 8, 42);
+  std::string copy = "aten::mm";
+  CHECK(t.find(copy.data(), 8, &p) == 42);
+  CHECK(t.find(a, 7, &p) == ti::StringIntern::kNotFound);  // "aten::m" is another name
+  strcpy(a, "aten::ab");                                   // same pointer, new text
+  CHECK(t.find(a, 8, &p) == ti::StringIntern::kNotFound);
+  t.release();
+}
+
+TEST_CASE("intern table stays correct when full") {
+  ti::StringIntern t;
+  REQUIRE(t.init());
+  std::vector<std::string> names;
+  for (int i = 0; i < 20000; ++i) names.push_back("name_" + std::to_string(i));
+  for (size_t i = 0; i < names.size(); ++i) {
+    ti::StringIntern::Probe p;
+    if (t.find(names[i].data(), static_cast<uint32_t>(names[i].size()), &p) == 0) {
+      t.insert(p, names[i].data(), static_cast<uint32_t>(names[i].size()), static_cast<uint32_t>(i + 1));
+    }
+  }
+  int hits = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ti::StringIntern::Probe p;
+    uint32_t id = t.find(names[i].data(), static_cast<uint32_t>(names[i].size()), &p);
+    if (id != 0) {
+      CHECK(id == i + 1);  // a hit is always the right one
+      ++hits;
+    }
+  }
+  CHECK(hits > 1000);
+  CHECK(hits < 20000);  // the table is bounded
+  t.release();
+}
+
+TEST_CASE("ring buffer wraps and reports room exactly") {
+  std::vector<tw::Record> storage(8);
+  ti::RingBuffer r;
+  r.init(storage.data(), 8);
+  for (int round = 0; round < 5; ++round) {
+    CHECK(r.has_room(8));
+    CHECK_FALSE(r.has_room(9));
+    for (int i = 0; i < 6; ++i) r.slot(static_cast<uint64_t>(i))->a = static_cast<uint64_t>(round * 10 + i);
+    r.commit(6);
+    CHECK_FALSE(r.has_room(3));
+    uint64_t tail = r.consumer_tail();
+    CHECK(r.consumer_head() - tail == 6);
+    for (int i = 0; i < 6; ++i) CHECK(r.at(tail + static_cast<uint64_t>(i)).a == static_cast<uint64_t>(round * 10 + i));
+    r.release_to(tail + 6);
+  }
+}
+
+TEST_CASE("recorder interns names, writes units whole and counts drops") {
+  sem_t wake;
+  sem_init(&wake, 0, 0);
+  ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
+  REQUIRE(tb != nullptr);
+  REQUIRE(tb->ring.capacity() == 512);
+  CHECK(ti::record_push(tb, 0, ti::ascii_name("outer"), 0, 0) == 0);
+  CHECK(ti::record_push(tb, 0, ti::ascii_name("outer"), 0, 0) == 1);
+  CHECK(ti::record_pop(tb, 0) == 1);
+  CHECK(ti::record_pop(tb, 0) == 0);
+  CHECK(ti::record_pop(tb, 0) == -1);
+  std::vector<std::string> strings;
+  auto recs = drain(tb, &strings);
+  REQUIRE(recs.size() == 5);  // kString, kPush, kPush, kPop, kPop: the name is defined once
+  CHECK(recs[0].first == tw::Kind::kString);
+  CHECK(strings == std::vector<std::string>{"outer"});
+  CHECK(recs[1].second == recs[0].second);
+  CHECK(recs[2].second == recs[0].second);
+
+  // Fill the ring with a long new name each time until a unit does not fit.
+  std::string long_name(200, 'x');  // kString + 7 slots + the push = 9 slots
+  int written = 0;
+  for (int i = 0; i < 100; ++i) {
+    long_name[0] = static_cast<char>('A' + i % 50);
+    long_name[1] = static_cast<char>('A' + i / 50);
+    uint64_t before = tb->dropped.load();
+    ti::record_mark(tb, 0, ti::ascii_name(long_name.c_str()), 0, 0);
+    if (tb->dropped.load() != before) {
+      CHECK(tb->dropped.load() - before == 2);  // the kString and the mark
+      break;
+    }
+    ++written;
+  }
+  CHECK(written == 512 / 9);
+  drain(tb);
+  // The dropped name was not interned: using it again defines it again.
+  uint64_t tail = tb->ring.consumer_tail();
+  ti::record_mark(tb, 0, ti::ascii_name(long_name.c_str()), 0, 0);
+  CHECK(tb->ring.at(tail).kind == static_cast<uint8_t>(tw::Kind::kString));
+  ti::destroy_thread_buffer(tb);
+  sem_destroy(&wake);
+}
