@@ -7,7 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/check_command.h"
 #include "cli/command.h"
+#include "cli/diff_command.h"
 #include "cli/errors.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
@@ -26,6 +28,8 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"run", "Run a program under the profiler", setup_run_command},
     {"report", "Analyse a saved capture again", setup_report_command},
+    {"diff", "Compare two runs op by op; --fail-on-regression for CI", setup_diff_command},
+    {"check", "Fail (exit 1) when a run breaks --max/--min limits", setup_check_command},
 };
 
 constexpr const char* kExamples =

@@ -48,6 +48,18 @@ std::string preload_value(const std::vector<std::string>& env, const std::string
   return lib + ":" + rest;
 }
 
+// The bootstrap's directory first, so its sitecustomize is the one Python imports;
+// it runs the user's own sitecustomize from the rest of the path.
+std::string python_path_value(const std::vector<std::string>& env, const std::string& dir) {
+  const std::string* existing = find_var(env, "PYTHONPATH");
+  if (existing == nullptr) return dir;
+  const std::string rest = existing->substr(std::string_view("PYTHONPATH=").size());
+  // An empty entry would mean the current directory: not added where there was none.
+  if (rest.empty()) return dir;
+  if (rest == dir || rest.starts_with(dir + ":")) return rest;
+  return dir + ":" + rest;
+}
+
 }  // namespace
 
 std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
@@ -60,6 +72,7 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
   set_var(env, env::kSocket, settings.socket_path);
   if (!settings.log_level.empty()) set_var(env, env::kLogLevel, settings.log_level);
   if (!settings.worker_name.empty()) set_var(env, env::kWorkerName, settings.worker_name);
+  if (!settings.python_path.empty()) set_var(env, "PYTHONPATH", python_path_value(env, settings.python_path));
   return env;
 }
 

@@ -11,11 +11,13 @@ struct ChildEnvSettings {
   std::string socket_path;  // the collector's socket
   std::string log_level;    // "" = the target inherits whatever it has
   std::string worker_name;  // "" = each process names itself <host>_<pid>
+  std::string python_path;  // "" = not a Python target; else put first on PYTHONPATH
 };
 
 // `parent` (KEY=VALUE entries, as in environ) with the injection variables set:
 // LD_PRELOAD gets the library prepended to what is there, NVTX_INJECTION64_PATH and
-// CUDA_INJECTION64_PATH name it, TORCHPROF_* carry the socket and the settings.
+// CUDA_INJECTION64_PATH name it, TORCHPROF_* carry the socket and the settings;
+// for Python targets PYTHONPATH gets the bootstrap directory in front of the user's.
 std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
                                          const ChildEnvSettings& settings);
 

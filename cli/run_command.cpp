@@ -15,10 +15,12 @@
 #include "cli/log.h"
 #include "cli/output_dir.h"
 #include "cli/program_path.h"
+#include "cli/python_target.h"
 #include "cli/run_info.h"
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
 #include "collector/server.h"
+#include "formats/check.h"
 
 namespace torchprof::cli {
 namespace {
@@ -72,13 +74,21 @@ void wait_for_stragglers(TargetProcess& target, Server& server) {
   }
 }
 
+// The bootstrap directory to put on PYTHONPATH, or "" when the target is not Python.
+std::string python_bootstrap_for(const RunOptions& options, const std::string& program) {
+  if (options.no_python || (!options.python && !is_python_program(program))) return "";
+  std::string dir = find_python_bootstrap();
+  if (dir.empty()) log().warn("share/torchprof/python is missing: no automatic steps for Python");
+  return dir;
+}
+
 Profiled profile_target(const RunOptions& options, const std::string& program,
                         const std::string& lib, CaptureWriter& writer) {
   TargetProcess target;  // first: the collector's thread inherits the blocked signals
   Server server(writer);
   server.start();
   const ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
-                                  options.output.worker_name};
+                                  options.output.worker_name, python_bootstrap_for(options, program)};
   const std::vector<std::string> env = build_child_env(current_environment(), settings);
   if (const int err = target.spawn(program, options.command, env); err != 0) {
     std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
@@ -105,6 +115,8 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
   try {
     const OutputResult result = write_outputs(capture, out, std::cerr);
     if (result.truncated) log().warn("the capture ended early; reported what it holds");
+    const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
+    if (!summary_error.empty()) log().warn("{}", summary_error);
   } catch (const InputError& e) {
     log().error("cannot analyse {}: {}", capture, e.what());
     return status.exit_code != 0 ? status.exit_code : kExitUsage;
@@ -129,6 +141,10 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
+  app.add_flag("--python", options->python,
+               "Load the Python bootstrap (one step per optimizer.step()) even when PROGRAM is "
+               "not a Python interpreter or script, e.g. a shell script that runs python");
+  app.add_flag("--no-python", options->no_python, "Never load the Python bootstrap");
   // Everything from PROGRAM on belongs to the program, options included.
   app.prefix_command();
   return [options, &app, &line] {
@@ -160,6 +176,9 @@ int run_command(const RunOptions& options) {
   if (program.exit_code != 0) {
     std::cerr << "torchprof: " << name << ": " << program.error << "\n";
     return program.exit_code;
+  }
+  if (const std::string why = untraceable_reason(program.path); !why.empty()) {
+    log().warn("{} {}", name, why);
   }
   const std::string lib = find_inject_library();
   const std::string host = host_name();

@@ -15,6 +15,8 @@ struct RunOptions {
   OutputOptions output;  // analysis and output settings handed to write_outputs
   std::string out_pattern = "./torchprof_out";
   std::vector<std::string> command;  // PROGRAM ARGS…
+  bool python = false;     // --python: the Python bootstrap whatever PROGRAM is
+  bool no_python = false;  // --no-python: never (default: when PROGRAM is Python)
 };
 
 CommandAction setup_run_command(CLI::App& app, const CommandLine& line);

@@ -1,7 +1,9 @@
 #include "cli/target_process.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,7 +41,50 @@ TargetStatus status_from_wait(int wstatus) {
   ::_exit(err == ENOENT ? kExitNotFound : kExitCannotExecute);
 }
 
+// Whether the ELF file behind `fd` asks for a program interpreter (ld.so). Ehdr and
+// Phdr are the 32- or 64-bit header types; nullopt when the file is not such an ELF.
+template <typename Ehdr, typename Phdr>
+std::optional<bool> has_interpreter(int fd) {
+  Ehdr eh{};
+  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh)) return std::nullopt;
+  if (eh.e_phentsize != sizeof(Phdr) || eh.e_phnum == 0 || eh.e_phnum > 4096) return std::nullopt;
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Phdr ph{};
+    const off_t at = static_cast<off_t>(eh.e_phoff + uint64_t{i} * sizeof(Phdr));
+    if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph)) return std::nullopt;
+    if (ph.p_type == PT_INTERP) return true;
+  }
+  return false;
+}
+
+std::optional<bool> elf_has_interpreter(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  unsigned char ident[EI_NIDENT] = {};
+  std::optional<bool> result;
+  if (::pread(fd, ident, sizeof ident, 0) == static_cast<ssize_t>(sizeof ident) &&
+      std::memcmp(ident, ELFMAG, SELFMAG) == 0) {
+    if (ident[EI_CLASS] == ELFCLASS64) result = has_interpreter<Elf64_Ehdr, Elf64_Phdr>(fd);
+    if (ident[EI_CLASS] == ELFCLASS32) result = has_interpreter<Elf32_Ehdr, Elf32_Phdr>(fd);
+  }
+  ::close(fd);
+  return result;
+}
+
 }  // namespace
+
+std::string untraceable_reason(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 &&
+      (((st.st_mode & S_ISUID) && st.st_uid != ::geteuid()) ||
+       ((st.st_mode & S_ISGID) && st.st_gid != ::getegid()))) {
+    return "is setuid/setgid, so the loader ignores LD_PRELOAD for it; nothing inside it can be traced";
+  }
+  if (elf_has_interpreter(path) == std::optional<bool>(false)) {
+    return "is statically linked; nothing inside it can be traced";
+  }
+  return "";
+}
 
 TargetProcess::TargetProcess() {
   sigemptyset(&blocked_);

@@ -16,6 +16,12 @@ struct TargetStatus {
   std::optional<int> signal;  // N when killed by a signal
 };
 
+// Why nothing inside `path` can be traced, or "" when it can: a statically linked
+// ELF (no PT_INTERP: LD_PRELOAD never applies) or a setuid/setgid file owned by
+// someone else (the loader runs it in secure mode and ignores LD_PRELOAD). Scripts
+// and unreadable files give "" (their interpreter decides).
+std::string untraceable_reason(const std::string& path);
+
 // While alive, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD are blocked in the calling
 // thread and in every thread started after it (construct it before the collector's
 // thread), and collected synchronously. It also makes this process a child subreaper,

@@ -30,6 +30,9 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
       stack.pop_back();
     }
     e.parent = -1;
+    // A start/end range that ends on another thread is not an interval of this
+    // thread: it neither holds nor is held by the thread's ranges.
+    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) continue;
     // Partially overlapping ranges (start/end ranges) are skipped, not parents.
     for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
       if (contains(events[*it], e)) {
@@ -263,7 +266,7 @@ void analyse(Run& run, const AnalysisOptions& options) {
     compute_nesting(proc);
     compute_steps(proc, options);
     attribute_gpu(proc);
-    if (!proc.gpu_events.empty()) run.has_gpu = true;
+    if (!proc.gpu_events.empty() || !proc.memory_events.empty()) run.has_gpu = true;
   }
   aggregate_ops(run);
   for (const OpStats& op : run.ops) {

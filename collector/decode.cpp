@@ -568,7 +568,17 @@ struct ScanResult {
   std::vector<std::unique_ptr<ConnInput>> conns;  // in order of their Hello
   bool saw_run_end = false;
   bool saw_exit_code = false;
+  std::optional<int> end_signal;    // RunEnd: the signal the target died of
+  std::optional<int> launcher_pid;  // RunInfo: the target's parent
 };
+
+void note_launcher_view(const Chunk& chunk, ScanResult& scan) {
+  nlohmann::json j = nlohmann::json::parse(chunk.body.begin(), chunk.body.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  if (auto sig = json_get<int>(j, {"signal"})) scan.end_signal = sig;
+  if (auto pid = json_get<int>(j, {"launcher_pid"})) scan.launcher_pid = pid;
+}
 
 // First sweep over the file: identities, frame locations, goodbyes, run info.
 ScanResult scan(CaptureReader& reader, Run& run) {
@@ -581,6 +591,7 @@ ScanResult scan(CaptureReader& reader, Run& run) {
     if (type == ChunkType::kRunInfo || type == ChunkType::kRunEnd) {
       apply_run_json(chunk, run);
       if (type == ChunkType::kRunEnd) scan.saw_run_end = true;
+      note_launcher_view(chunk, scan);
       continue;
     }
     if (type == ChunkType::kNote) {
@@ -622,6 +633,26 @@ ScanResult scan(CaptureReader& reader, Run& run) {
   return scan;
 }
 
+// A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
+// account of its end.
+void apply_launcher_view(Run& run, const ScanResult& scan) {
+  if (!scan.saw_run_end || run.processes.empty()) return;
+  Process* target = &run.processes.front();
+  for (Process& p : run.processes) {
+    if (scan.launcher_pid && p.ppid == *scan.launcher_pid) {
+      target = &p;
+      break;
+    }
+  }
+  if (target->exit_code) return;
+  target->exit_code = run.exit_code;
+  if (scan.end_signal) {
+    target->exit_signal = scan.end_signal;
+    target->warnings.push_back("ended by signal " + std::to_string(*scan.end_signal) +
+                               " before it said goodbye: events after its last flush are lost");
+  }
+}
+
 void finish_run(Run& run, const ScanResult& scan) {
   int64_t first = std::numeric_limits<int64_t>::max();
   int64_t last = 0;
@@ -630,7 +661,7 @@ void finish_run(Run& run, const ScanResult& scan) {
     proc.events = proc.events_list.size() + proc.gpu_events.size() + proc.memory_events.size();
     if (proc.events_list.empty() && proc.gpu_events.empty()) ++run.processes_without_events;
     run.cupti_dropped += proc.cupti_dropped;
-    if (!proc.gpu_events.empty()) run.has_gpu = true;
+    if (!proc.gpu_events.empty() || !proc.memory_events.empty()) run.has_gpu = true;
     for (const std::string& n : proc.gpu_notices) {
       run.gpu_notices.push_back("pid " + std::to_string(proc.pid) + ": " + n);
     }
@@ -666,6 +697,7 @@ Run decode_capture(CaptureReader& reader) {
     if (conn->bye) apply_bye(*conn->bye, proc);
   }
   for (Process& proc : run.processes) sort_process_events(proc);
+  apply_launcher_view(run, scanned);
   finish_run(run, scanned);
   return run;
 }

@@ -197,7 +197,7 @@ struct Run {
   std::vector<std::string> warnings;
   std::vector<Process> processes;
   std::vector<OpStats> ops;     // aggregated over recorded steps of every process
-  bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync) was decoded
+  bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync, memory) was decoded
   uint64_t cupti_dropped = 0;   // sum over processes
   std::vector<std::string> gpu_notices;  // "pid N: <notice>", one per distinct notice
 };

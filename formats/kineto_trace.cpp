@@ -143,7 +143,13 @@ class TraceWriter {
   }
 
   void begin_event(bool& first) {
-    out_ += first ? "\n  {" : ",\n  {";
+    begin_value(first);
+    out_ += '{';
+  }
+
+  // For helpers that write a whole object themselves (formats/kineto_gpu.h).
+  void begin_value(bool& first) {
+    out_ += first ? "\n  " : ",\n  ";
     first = false;
     flush(/*force=*/false);
   }
@@ -185,7 +191,7 @@ class TraceWriter {
     json::append_uint(out_, e.correlation);
     out_ += "}}";
     if (launches_[i]) {
-      begin_event(first);
+      begin_value(first);
       kineto::append_flow(out_, /*start=*/true, e.correlation, proc_.pid, e.tid, e.start_ns, base_);
     }
   }
@@ -200,18 +206,18 @@ class TraceWriter {
   void gpu_events(bool& first) {
     for (const GpuEvent& g : proc_.gpu_events) {
       if (!in_cycle(g.step)) continue;
-      begin_event(first);
+      begin_value(first);
       uint64_t ext = g.api >= 0 ? enclosing_external_id(g.api) : 0;
       kineto::append_gpu_event(out_, g, base_, ext, device(g.device));
       gpu_threads_.insert({g.device, kineto::gpu_tid(g)});
       if (g.api >= 0 && g.kind != GpuKind::kSync) {
-        begin_event(first);
+        begin_value(first);
         kineto::append_flow(out_, /*start=*/false, g.correlation, g.device, kineto::gpu_tid(g), g.start_ns, base_);
       }
     }
     for (const MemoryEvent& m : proc_.memory_events) {
       if (!in_cycle(m.step)) continue;
-      begin_event(first);
+      begin_value(first);
       kineto::append_memory_event(out_, m, proc_.pid, memory_tid(m), base_);
     }
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
@@ -111,6 +112,11 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
     }
     write_text(dir / "summary.json", render_summary_json(run, traces, dir.string()));
     write_text(dir / "table.txt", render_table(rows));
+    if (options.stats) {
+      std::ostringstream stats;
+      render_stats(run, stats);
+      write_text(dir / "stats.txt", stats.str());
+    }
   }
   if (!options.quiet) {
     out << printed;

@@ -135,10 +135,16 @@ TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
   TableRows t;
   t.rows = fold_steps(ops);
   t.has_gpu = has_gpu;
+  // As torch with Kineto: the Self CUDA total sums the device-side rows (kernels,
+  // copies, sets) only, so GPU time that is also an op's Self CUDA counts once.
+  const auto is_device_row = [](const OpStats& op) {
+    return op.kind == "kernel" || op.kind == "memcpy" || op.kind == "memset";
+  };
+  const bool any_device_row = std::any_of(t.rows.begin(), t.rows.end(), is_device_row);
   size_t longest = 0;
   for (const OpStats& op : t.rows) {
     t.self_cpu_total_ns += op.self_cpu_ns;
-    t.self_cuda_total_ns += op.self_cuda_ns;
+    if (!any_device_row || is_device_row(op)) t.self_cuda_total_ns += op.self_cuda_ns;
     if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) t.has_gpu = true;
     longest = std::max(longest, utf8_length(op.name));
   }

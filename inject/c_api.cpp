@@ -4,10 +4,13 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <cstdint>
+
 #include "inject/cupti_tracer.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
+#include "inject/registry.h"
 
 namespace tpi = torchprof::inject;
 
@@ -34,6 +37,20 @@ TORCHPROF_EXPORT void torchprof_mark(const char* name) {
   if (!guard.entered()) return;
   tpi::ThreadBuffer* tb = tpi::current_buffer();
   if (tb != nullptr) tpi::record_mark(tb, 0, tpi::ascii_name(name), 0, 0);
+}
+
+// A step that already ended (the Python bootstrap's ProfilerStep#k, one per
+// optimizer.step()), timed on CLOCK_MONOTONIC as time.monotonic_ns() is. It goes
+// into the "torchprof" domain so it can be told from the program's own markers, and
+// is not recorded once the program has named its own ProfilerStep# ranges.
+TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono_ns, uint64_t end_mono_ns) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered() || tpi::program_marks_steps()) return;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  if (tb == nullptr) return;
+  static constexpr char kDomain[] = "torchprof";
+  const uint16_t domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
+  tpi::record_range(tb, domain, tpi::ascii_name(name), start_mono_ns, end_mono_ns);
 }
 
 // Called by the CUDA driver at cuInit when CUDA_INJECTION64_PATH names us. GPU

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,9 @@ namespace torchprof::inject {
 namespace {
 
 constexpr uint64_t kRetryNs = 1000000000ull;
+// Our socket lives at or above this descriptor number, away from the low numbers a
+// program reuses (and may dup2 onto) without asking.
+constexpr int kHighFd = 900;
 constexpr size_t kMaxCmdline = 1u << 20;
 constexpr const char* kHelloEnv[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID",
                                      "OMPI_COMM_WORLD_RANK", "TORCHPROF_WORKER_NAME"};
@@ -98,7 +102,12 @@ bool recv_exact(int fd, void* dst, size_t n) {
 }  // namespace
 
 bool Connection::ensure(const Config& cfg, uint64_t now) {
-  if (state_ == State::kUp) return true;
+  if (state_ == State::kUp) {
+    if (still_ours()) return true;
+    notice(LogLevel::kInfo, "the program closed the collector connection's descriptor; connecting again");
+    fd_ = -1;  // no longer ours to close
+    state_ = State::kIdle;
+  }
   if (state_ == State::kRefused || state_ == State::kGone) return false;
   if (state_ == State::kFailed && now - last_attempt_ns_ < kRetryNs) return false;
   last_attempt_ns_ = now;
@@ -128,6 +137,7 @@ bool Connection::connect_socket(const char* path) {
     if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       set_timeout(fd_, SO_SNDTIMEO, 1);
       set_timeout(fd_, SO_RCVTIMEO, 1);
+      settle_fd();
       return true;
     }
     int err = errno;
@@ -141,15 +151,53 @@ bool Connection::connect_socket(const char* path) {
   return false;
 }
 
+void Connection::settle_fd() {
+  int high = fcntl(fd_, F_DUPFD_CLOEXEC, kHighFd);
+  if (high >= 0) {
+    close(fd_);
+    fd_ = high;
+  }
+  struct stat st{};
+  if (fstat(fd_, &st) == 0) {
+    dev_ = static_cast<uint64_t>(st.st_dev);
+    ino_ = static_cast<uint64_t>(st.st_ino);
+  }
+}
+
+bool Connection::still_ours() {
+  struct stat st{};
+  return fd_ >= 0 && fstat(fd_, &st) == 0 && S_ISSOCK(st.st_mode) && static_cast<uint64_t>(st.st_dev) == dev_ &&
+         static_cast<uint64_t>(st.st_ino) == ino_;
+}
+
+// Checked before every message: a write into a descriptor the program now owns
+// would corrupt its files or sockets.
+bool Connection::check_before_send() {
+  if (state_ != State::kUp) return false;
+  if (still_ours()) return true;
+  notice(LogLevel::kInfo, "the program closed the collector connection's descriptor");
+  fd_ = -1;
+  state_ = State::kIdle;
+  return false;
+}
+
 bool Connection::handshake() {
   std::vector<char> body = build_hello();
   wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kHello), static_cast<uint32_t>(body.size())};
   iovec iov[2] = {{&mh, sizeof(mh)}, {body.data(), body.size()}};
-  if (!send_all(iov, 2)) return false;
+  if (!send_all(iov, 2)) {
+    if (fd_ >= 0) fail();  // a collector too busy to take a Hello: try again later
+    return false;
+  }
   wire::MsgHeader reply{};
   wire::HelloAck ack{};
+  errno = 0;  // an orderly close leaves errno alone
   if (!recv_exact(fd_, &reply, sizeof(reply)) || reply.type != static_cast<uint32_t>(wire::MsgType::kHelloAck) ||
       reply.size != sizeof(ack) || !recv_exact(fd_, &ack, sizeof(ack))) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      fail();  // no answer within the timeout: a stalled collector; try again later
+      return false;
+    }
     notice(LogLevel::kWarn, "the collector did not answer; events of this process are dropped");
     fail();
     state_ = State::kRefused;
@@ -166,19 +214,34 @@ bool Connection::handshake() {
 }
 
 bool Connection::send_all(iovec* iov, int count) {
+  bool started = false;
   while (count > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(count);
     ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The send timed out: the collector is not reading (stopped, swamped).
+      // Before the first byte the message is dropped (the caller counts it) and the
+      // stream stays intact; inside a message it must be finished. Only this thread
+      // waits: the program's threads drop into their full rings meanwhile.
+      if (!started) return false;
+      continue;
+    }
+    if (n < 0 && (errno == EBADF || errno == ENOTSOCK)) {
+      fd_ = -1;  // the program closed it under us: connect again next time
+      state_ = State::kIdle;
+      return false;
+    }
     if (n < 0) {
-      // Timed out or peer gone; a partial message leaves the stream unusable.
+      // Peer gone; a partial message leaves the stream unusable.
       if (state_ == State::kUp) notice(LogLevel::kWarn, "lost the collector (%s); events of this process are dropped", strerror(errno));
       fail();
       state_ = State::kGone;
       return false;
     }
+    started = true;
     auto left = static_cast<size_t>(n);
     while (count > 0 && left >= iov->iov_len) {
       left -= iov->iov_len;
@@ -194,7 +257,7 @@ bool Connection::send_all(iovec* iov, int count) {
 }
 
 bool Connection::send_frame(const wire::FrameHeader& header, const void* data, uint32_t size) {
-  if (state_ != State::kUp) return false;
+  if (!check_before_send()) return false;
   wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kFrame), static_cast<uint32_t>(sizeof(header) + size)};
   wire::FrameHeader fh = header;
   iovec iov[3] = {{&mh, sizeof(mh)}, {&fh, sizeof(fh)}, {const_cast<void*>(data), size}};
@@ -202,7 +265,7 @@ bool Connection::send_frame(const wire::FrameHeader& header, const void* data, u
 }
 
 bool Connection::send_bye(const wire::Bye& bye) {
-  if (state_ != State::kUp) return false;
+  if (!check_before_send()) return false;
   wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kBye), sizeof(bye)};
   wire::Bye copy = bye;
   iovec iov[2] = {{&mh, sizeof(mh)}, {&copy, sizeof(copy)}};

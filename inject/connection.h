@@ -36,11 +36,20 @@ class Connection {
 
  private:
   bool connect_socket(const char* path);
-  bool handshake();
+  // Moves the socket to a high descriptor number and notes its identity.
+  void settle_fd();
+  // False when the program closed our descriptor (a daemon closing every fd), or
+  // closed it and got the number back for a file of its own: then nothing may be
+  // written to it, and the next ensure() connects again.
+  bool still_ours();
   bool send_all(iovec* iov, int count);
+  bool handshake();
+  bool check_before_send();
   void fail();
 
   int fd_ = -1;
+  uint64_t dev_ = 0;  // st_dev and st_ino of our socket
+  uint64_t ino_ = 0;
   State state_ = State::kIdle;
   uint64_t last_attempt_ns_ = 0;
   uint32_t epoch_ = 0;

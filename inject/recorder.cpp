@@ -16,6 +16,11 @@ using wire::Record;
 
 std::atomic<uint32_t> g_next_string_id{1};
 std::atomic<uint64_t> g_next_range_id{1};
+// Set once the program names a range or mark "ProfilerStep#…" itself; the Python
+// bootstrap's automatic steps then stand down (torchprof_step_range).
+std::atomic<bool> g_program_steps{false};
+constexpr char kStepPrefix[] = "ProfilerStep#";
+constexpr uint32_t kStepPrefixLen = sizeof(kStepPrefix) - 1;
 
 constexpr uint8_t k(Kind kind) { return static_cast<uint8_t>(kind); }
 
@@ -51,7 +56,15 @@ inline void publish(ThreadBuffer* tb, uint64_t slots) {
 // Writes `n` records (recs[0] gets the name's id) and, when the name is new to
 // this thread, its kString first: all of it or nothing.
 // `heads` of the `n` slots are records (the rest continuation slots); drops count heads.
-inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint32_t n, uint32_t heads) {
+// Only names new to the thread are looked at, so the check stays off the hot path.
+inline void note_step_marker(const NameRef& name) {
+  if (name.len >= kStepPrefixLen && memcmp(name.text, kStepPrefix, kStepPrefixLen) == 0) {
+    g_program_steps.store(true, std::memory_order_relaxed);
+  }
+}
+
+inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint32_t n, uint32_t heads,
+                       bool program_name = true) {
   uint32_t id = name.id;
   StringIntern::Probe probe;
   bool define = false;
@@ -60,6 +73,7 @@ inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint
     if (id == StringIntern::kNotFound) {
       id = next_string_id();
       define = true;
+      if (program_name) note_step_marker(name);
     }
   }
   recs[0].name = id;
@@ -126,6 +140,16 @@ void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id) {
   Record r{k(Kind::kEnd), 0, domain, 0, now_ns(), range_id, 0};
   write_unit(tb, NameRef{}, &r, 1);
 }
+
+void record_range(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t start_ns, uint64_t end_ns) {
+  uint64_t id = next_range_id();
+  if (end_ns < start_ns) end_ns = start_ns;
+  Record recs[2] = {Record{k(Kind::kStart), 0, domain, 0, start_ns, id, 0},
+                    Record{k(Kind::kEnd), 0, domain, 0, end_ns, id, 0}};
+  write_unit(tb, name, recs, 2, 2, /*program_name=*/false);
+}
+
+bool program_marks_steps() { return g_program_steps.load(std::memory_order_relaxed); }
 
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
   Record r{k(Kind::kMark), 0, domain, 0, now_ns(), attr, payload};

@@ -29,6 +29,13 @@ int record_pop(ThreadBuffer* tb, uint16_t domain);
 uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
 void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id);
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
+// A range that already ended, with the caller's CLOCK_MONOTONIC times: kStart at
+// start_ns and kEnd at end_ns under one range id, written as one unit. Its name is
+// not taken as the program's own step marker.
+void record_range(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t start_ns, uint64_t end_ns);
+// True once the program itself has named a range or mark "ProfilerStep#…" (seen
+// when a name is new to a thread; registered strings are not looked at).
+bool program_marks_steps();
 // source: 0 = an NVTX naming call, 1 = the OS name (the decoder lets NVTX names win).
 void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source = 0);
 // kThreadStart + kThreadName with the thread's current OS name.

@@ -31,7 +31,11 @@ def underscore_exit():
 
 
 def signal_segv():
-    ended("signal", 11, 128 + 11)
+    ended("segv", 11, 128 + 11)
+
+
+def signal_term():
+    ended("signal", 15, 128 + 15)
 
 
 def abort():
@@ -65,5 +69,5 @@ def bad_option():
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({"exit": exit, "return": return_, "underscore_exit": underscore_exit,
-                              "signal_segv": signal_segv, "abort": abort, "not_found": not_found,
+                              "signal_segv": signal_segv, "signal_term": signal_term, "abort": abort, "not_found": not_found,
                               "bad_option": bad_option}))

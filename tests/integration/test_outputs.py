@@ -111,9 +111,12 @@ def demo():
     r = tp.profile("demo_train")
     check(r.stdout.startswith(b"demo_train: 20 steps"), f"demo stdout {r.stdout!r}")
     s = r.summary
-    for name, calls in (("forward", 20), ("linear", 60), ("aten::mm", 60), ("load_batch", 20),
-                        ("optimizer.step", 20)):
+    for name, calls in (("forward", 20), ("linear", 60), ("aten::mm", 60), ("optimizer.step", 20)):
         tp.check_op(s, name, calls=calls)
+    # ops hold what happens inside steps; the loader may finish up to three batches (its
+    # prefetch depth of two plus the one it blocks on) before ProfilerStep#0 begins
+    loads = tp.op(s, "load_batch")["calls"]
+    check(17 <= loads <= 20, f"load_batch calls {loads}, expected 17 to 20")
     table = tp.check_torch_table(r.table)
     check_eq(table.row("ProfilerStep*")["# of Calls"], "20", "ProfilerStep* calls")
 

@@ -4,9 +4,7 @@ repeat, skip_first): step actions, which steps reach ops, one trace per cycle.""
 import re
 
 import tp
-from tp import check, check_eq, check_close, check_op, ms
-
-STEP_MS = 4 + 6 + 3 * 1  # nvtx_steps with FWD_MS=4 BWD_MS=6 GAP_MS=1
+from tp import check, check_eq, check_close, check_op, check_op_truth
 
 
 def steps_of(summary):
@@ -17,13 +15,31 @@ def steps_of(summary):
     return sorted(rows, key=lambda s: s["index"])
 
 
-def check_actions(summary, expected):
-    rows = steps_of(summary)
+def check_actions(result, expected):
+    rows = steps_of(result.summary)
     check_eq([s["name"] for s in rows], [f"ProfilerStep#{k}" for k in range(len(expected))], "step names")
     check_eq([s["index"] for s in rows], list(range(len(expected))), "step indices")
     check_eq([s["action"] for s in rows], expected, "step actions")
+    truth = tp.truth_by_name(tp.load_truth(result))
     for s in rows:
-        check_close(s["dur_ns"], ms(STEP_MS), f"dur_ns of {s['name']}")
+        check_close(s["dur_ns"], truth[s["name"]][1], f"dur_ns of {s['name']}", slack_ns=tp.TRUTH_SLACK_PER_CALL_NS)
+
+
+def recorded_truth(result, name):
+    """(calls, total, self) of `name` inside the steps the schedule records."""
+    recorded = {s["name"] for s in steps_of(result.summary) if s["action"] in ("record", "record_and_save")}
+    truth = tp.load_truth(result)
+    windows = [(r.start_ns, r.end_ns) for rs in truth.values() for r in rs if r.name in recorded]
+    inside = [r for rs in truth.values() for r in rs
+              if r.name == name and any(a <= r.start_ns and r.end_ns <= b for a, b in windows)]
+    return len(inside), sum(r.dur_ns for r in inside), sum(r.self_ns for r in inside)
+
+
+def check_recorded_op(result, name, calls):
+    t_calls, t_total, t_self = recorded_truth(result, name)
+    check_eq(t_calls, calls, f"{name!r} ranges inside recorded steps (program's own record)")
+    check_op(result.summary, name, calls=calls, self_ns=t_self, total_ns=t_total,
+             slack_ns=calls * tp.TRUTH_SLACK_PER_CALL_NS)
 
 
 def step_calls(summary):
@@ -45,36 +61,36 @@ def traced_steps(result):
 
 def steps():
     r = tp.profile("nvtx_steps", [6, 4, 6, 1])
-    s = r.summary
+    s, truth = r.summary, tp.load_truth(r)
     rows = steps_of(s)
     check_eq(len(rows), 6, "steps in summary.json")
     check(all(x["action"] in ("record", "record_and_save") for x in rows),
           f"without --schedule every step is recorded: {[x['action'] for x in rows]}")
-    check_close(sum(x["dur_ns"] for x in rows), ms(6 * STEP_MS), "sum of step durations")
-    check_op(s, "forward", calls=6, self_ns=ms(6 * 4), total_ns=ms(6 * 4))
-    check_op(s, "backward", calls=6, self_ns=ms(6 * 6), total_ns=ms(6 * 6))
+    check_actions(r, [x["action"] for x in rows])
+    check_op_truth(s, truth, "forward", 6)
+    check_op_truth(s, truth, "backward", 6)
     check_eq(step_calls(s), 6, "ProfilerStep calls in summary.json ops")
     table = tp.check_torch_table(r.table)
     check_eq(table.row("ProfilerStep*")["# of Calls"], "6", "ProfilerStep* calls in the table")
-    check_close(tp.parse_time_ns(table.row("ProfilerStep*")["Self CPU"]), ms(6 * 3), "ProfilerStep* Self CPU")
+    steps_self = sum(v[2] for n, v in tp.truth_by_name(truth).items() if n.startswith("ProfilerStep#"))
+    check_close(tp.parse_time_ns(table.row("ProfilerStep*")["Self CPU"]), steps_self, "ProfilerStep* Self CPU")
     check_eq(traced_steps(r), [[f"ProfilerStep#{k}" for k in range(6)]], "steps per trace file")
 
 
 def schedule():
     r = tp.profile("nvtx_steps", [6, 4, 6, 1], options=["--schedule", "wait=1,warmup=1,active=2,repeat=1"])
     s = r.summary
-    check_actions(s, ["none", "warmup", "record", "record_and_save", "none", "none"])
-    check_op(s, "forward", calls=2, total_ns=ms(2 * 4))
-    check_op(s, "backward", calls=2, total_ns=ms(2 * 6))
+    check_actions(r, ["none", "warmup", "record", "record_and_save", "none", "none"])
+    check_recorded_op(r, "forward", 2)
+    check_recorded_op(r, "backward", 2)
     check_eq(step_calls(s), 2, "ProfilerStep calls in summary.json ops")
     check_eq(traced_steps(r), [["ProfilerStep#2", "ProfilerStep#3"]], "steps per trace file")
 
 
 def schedule_repeat():
     r = tp.profile("nvtx_steps", [9, 4, 6, 1], options=["--schedule", "wait=1,warmup=1,active=2,repeat=2"])
-    s = r.summary
-    check_actions(s, ["none", "warmup", "record", "record_and_save"] * 2 + ["none"])
-    check_op(s, "forward", calls=4, total_ns=ms(4 * 4))
+    check_actions(r, ["none", "warmup", "record", "record_and_save"] * 2 + ["none"])
+    check_recorded_op(r, "forward", 4)
     check_eq(traced_steps(r), [["ProfilerStep#2", "ProfilerStep#3"], ["ProfilerStep#6", "ProfilerStep#7"]],
              "steps per trace file (one per cycle)")
     names = sorted(p.rsplit("/", 1)[1] for p, _ in r.traces)
@@ -84,8 +100,8 @@ def schedule_repeat():
 
 def skip_first():
     r = tp.profile("nvtx_steps", [5, 4, 6, 1], options=["--schedule", "skip_first=2,wait=0,warmup=1,active=1"])
-    check_actions(r.summary, ["none", "none", "warmup", "record_and_save", "warmup"])
-    check_op(r.summary, "forward", calls=1, total_ns=ms(4))
+    check_actions(r, ["none", "none", "warmup", "record_and_save", "warmup"])
+    check_recorded_op(r, "forward", 1)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,14 @@ class CheckFailed(AssertionError):
     pass
 
 
+class TimingCheckFailed(CheckFailed):
+    """A duration outside its tolerance: on a shared machine a preempted busy wait does
+    that, so main() runs the scenario again (at most TIMING_ATTEMPTS times in all)."""
+
+
+TIMING_ATTEMPTS = 3
+
+
 def check(cond, message):
     if not cond:
         raise CheckFailed(message)
@@ -38,12 +46,15 @@ def check_eq(actual, expected, what):
     check(actual == expected, f"{what}: expected {expected!r}, got {actual!r}")
 
 
-def check_close(actual_ns, expected_ns, what, rel=REL_TOL):
+def check_close(actual_ns, expected_ns, what, rel=REL_TOL, slack_ns=0):
+    """Within `rel` of expected, or within `slack_ns` when that is wider."""
     check(actual_ns is not None, f"{what}: missing (expected ~{expected_ns} ns)")
-    low, high = expected_ns * (1 - rel), expected_ns * (1 + rel)
-    check(low <= actual_ns <= high,
-          f"{what}: {actual_ns} ns is not within {rel:.0%} of {expected_ns} ns "
-          f"({actual_ns / expected_ns:.3f}x)" if expected_ns else f"{what}: {actual_ns} ns, expected 0")
+    margin = max(expected_ns * rel, slack_ns)
+    low, high = expected_ns - margin, expected_ns + margin
+    if not low <= actual_ns <= high:
+        raise TimingCheckFailed(f"{what}: {actual_ns} ns is not within {rel:.0%} of {expected_ns} ns "
+                                f"({actual_ns / expected_ns:.3f}x)" if expected_ns
+                                else f"{what}: {actual_ns} ns, expected 0")
 
 
 def ms(value):
@@ -153,35 +164,38 @@ class Result:
 _last_result = None
 
 
-def run_tool(tool_args, timeout=90, parent=None):
-    """Runs bin/torchprof-run (or bin/torchprof when tool_args[0] is a subcommand)."""
+def run_tool(tool_args, timeout=90, env=None):
+    """Runs bin/torchprof-run with these arguments."""
     require_tool()
-    argv = [bin_path("torchprof-run")] + list(tool_args)
-    return _run(argv, timeout, parent)
+    argv = [bin_path("torchprof-run")] + [str(a) for a in tool_args]
+    return _run(argv, timeout, None, env)
 
 
 def run_report(args, timeout=90):
     require_tool()
-    return _run([bin_path("torchprof"), "report"] + list(args), timeout, None)
+    return _run([bin_path("torchprof"), "report"] + list(args), timeout, None, None)
 
 
-def _run(argv, timeout, out_dir):
+def _run(argv, timeout, out_dir, env):
     global _last_result
     start = time.monotonic()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, timeout=timeout)
+                          stdin=subprocess.DEVNULL, timeout=timeout, env=env)
     result = Result(argv, proc, out_dir, time.monotonic() - start)
     _last_result = result
     return result
 
 
 def profile(prog, args=(), options=(), expect_rc=0, timeout=90):
-    """torchprof-run -o <fresh dir> [options] -- <program> args; checks the exit code."""
+    """torchprof-run -o <fresh dir> [options] -- <program> args; checks the exit code.
+    The programs that keep ground truth (tests/programs/truth.h) write it beside."""
     parent = fresh_dir(prog)
     out_dir = os.path.join(parent, "out")
     argv = ["-o", out_dir] + list(options) + ["--", program(prog)] + [str(a) for a in args]
-    result = run_tool(argv, timeout=timeout)
+    env = dict(os.environ, TP_TRUTH_FILE=os.path.join(parent, "truth"))
+    result = run_tool(argv, timeout=timeout, env=env)
     result.out_dir = out_dir
+    result.truth_base = env["TP_TRUTH_FILE"]
     if expect_rc is not None:
         check_eq(result.rc, expect_rc, f"exit code of torchprof-run {' '.join(argv)}")
     return result
@@ -214,18 +228,93 @@ def op(summary, name):
     return rows[name]
 
 
-def check_op(summary, name, calls=None, self_ns=None, total_ns=None, kind="nvtx"):
-    """Exact call count; self/total CPU time per whole row within REL_TOL."""
+def check_op(summary, name, calls=None, self_ns=None, total_ns=None, kind="nvtx", slack_ns=0):
+    """Exact call count; self/total CPU time per whole row within REL_TOL (or slack_ns)."""
     row = op(summary, name)
     if kind is not None:
         check_eq(row.get("kind"), kind, f"kind of op {name!r}")
     if calls is not None:
         check_eq(row.get("calls"), calls, f"calls of op {name!r}")
     if self_ns is not None:
-        check_close(row.get("self_cpu_ns"), self_ns, f"self_cpu_ns of op {name!r}")
+        check_close(row.get("self_cpu_ns"), self_ns, f"self_cpu_ns of op {name!r}", slack_ns=slack_ns)
     if total_ns is not None:
-        check_close(row.get("cpu_total_ns"), total_ns, f"cpu_total_ns of op {name!r}")
+        check_close(row.get("cpu_total_ns"), total_ns, f"cpu_total_ns of op {name!r}", slack_ns=slack_ns)
     return row
+
+
+# ---------------------------------------------------------------------------
+# Ground truth written by the programs (tests/programs/truth.h)
+
+
+class TruthRange:
+    def __init__(self, line):
+        kind, tid, start, end, name = line.rstrip("\n").split("\t", 4)
+        self.kind, self.tid, self.name = kind, int(tid), name
+        self.start_ns, self.end_ns = int(start), int(end)
+        self.pid = 0
+        self.self_ns = self.end_ns - self.start_ns
+
+    @property
+    def dur_ns(self):
+        return self.end_ns - self.start_ns
+
+
+def load_truth(result):
+    """{pid: [TruthRange]} with self_ns computed: push/pop ranges nest per thread by
+    their intervals; start/end ranges are nobody's parent or child."""
+    out = {}
+    for path in glob.glob(result.truth_base + ".*"):
+        pid = int(path.rsplit(".", 1)[1])
+        with open(path, encoding="utf-8") as f:
+            ranges = [TruthRange(line) for line in f if line.strip()]
+        for r in ranges:
+            r.pid = pid
+        _nest([r for r in ranges if r.kind == "p"])
+        out[pid] = ranges
+    check(out, f"the program wrote no ground truth ({result.truth_base}.*)")
+    return out
+
+
+def _nest(ranges):
+    by_tid = {}
+    for r in ranges:
+        by_tid.setdefault(r.tid, []).append(r)
+    for rs in by_tid.values():
+        rs.sort(key=lambda r: (r.start_ns, -r.end_ns))
+        stack = []
+        for r in rs:
+            while stack and stack[-1].end_ns <= r.start_ns:
+                stack.pop()
+            if stack:
+                stack[-1].self_ns -= r.dur_ns
+            stack.append(r)
+
+
+def truth_by_name(truth, pids=None):
+    """{name: (calls, total_ns, self_ns)} over the given pids (default all)."""
+    rows = {}
+    for pid, ranges in truth.items():
+        if pids is not None and pid not in pids:
+            continue
+        for r in ranges:
+            calls, total, self_ns = rows.get(r.name, (0, 0, 0))
+            rows[r.name] = (calls + 1, total + r.dur_ns, self_ns + r.self_ns)
+    return rows
+
+
+# The program's brackets hold the NVTX calls too (a wide-string conversion, a child's
+# push and pop): this much per call is not an error even for ranges of a few µs.
+TRUTH_SLACK_PER_CALL_NS = 20_000
+
+
+def check_op_truth(summary, truth, name, calls):
+    """Exact calls; total and self CPU time within REL_TOL of what the program measured."""
+    rows = truth_by_name(truth)
+    check(name in rows, f"no ground truth for {name!r}")
+    t_calls, t_total, t_self = rows[name]
+    check_eq(t_calls, calls, f"calls of {name!r} in the program's own record")
+    return check_op(summary, name, calls=calls, self_ns=t_self, total_ns=t_total,
+                    slack_ns=calls * TRUTH_SLACK_PER_CALL_NS)
 
 
 def processes_with_events(summary):
@@ -399,6 +488,15 @@ def check_torch_table(text, cuda=False):
 # Scenario runner
 
 
+def _report_failure(name, error, failed):
+    failed.append(name)
+    print(f"FAIL {name}: {error}")
+    if not isinstance(error, CheckFailed):
+        traceback.print_exc()
+    if _last_result is not None:
+        print(_last_result.describe())
+
+
 def main(scenarios):
     names = sys.argv[1:] or list(scenarios)
     failed = []
@@ -406,16 +504,19 @@ def main(scenarios):
         if name not in scenarios:
             print(f"unknown scenario {name!r}; known: {', '.join(scenarios)}")
             return 2
-        try:
-            scenarios[name]()
-            print(f"PASS {name}")
-        except Exception as e:  # noqa: BLE001 - every failure is reported the same way
-            failed.append(name)
-            print(f"FAIL {name}: {e}")
-            if not isinstance(e, CheckFailed):
-                traceback.print_exc()
-            if _last_result is not None:
-                print(_last_result.describe())
+        for attempt in range(1, TIMING_ATTEMPTS + 1):
+            try:
+                scenarios[name]()
+                print(f"PASS {name}" + (f" (attempt {attempt})" if attempt > 1 else ""))
+                break
+            except TimingCheckFailed as e:
+                if attempt < TIMING_ATTEMPTS:
+                    print(f"timing check failed on attempt {attempt}, running again: {e}")
+                    continue
+                _report_failure(name, e, failed)
+            except Exception as e:  # noqa: BLE001 - every failure is reported the same way
+                _report_failure(name, e, failed)
+                break
     if not failed:
         for path in _created_dirs:
             shutil.rmtree(path, ignore_errors=True)

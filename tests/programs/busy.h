@@ -22,6 +22,24 @@ static inline void tp_busy_us(double us) { tp_spin_until(tp_now_ns() + (int64_t)
 
 static inline void tp_busy_ms(double ms) { tp_busy_us(ms * 1000.0); }
 
+// A thread's schedule of deadlines: each wait ends at a fixed offset from the start, not
+// a fixed time after the previous wait. If the thread is preempted past a deadline, the
+// next wait is shorter by as much, so one preemption shifts a single boundary instead of
+// every range after it (2-core machines shared with compilers preempt often).
+typedef struct {
+  int64_t next_ns;
+} TpTimeline;
+
+static inline TpTimeline tp_timeline_start(void) {
+  TpTimeline t = {tp_now_ns()};
+  return t;
+}
+
+static inline void tp_wait_ms(TpTimeline* t, double ms) {
+  t->next_ns += (int64_t)(ms * 1e6);
+  tp_spin_until(t->next_ns);
+}
+
 // argv[i] as a number, or `fallback` when absent; exits 2 on garbage so a typo in a test
 // does not silently run with a default.
 static inline double tp_arg(int argc, char** argv, int i, double fallback) {

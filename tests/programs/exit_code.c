@@ -3,7 +3,7 @@
 //   exit_code MODE VALUE [RANGES=3]
 //
 // MODE: exit (exit(VALUE)), _exit (_exit(VALUE)), return (return VALUE from main),
-//       signal (raise(VALUE) with the default disposition), abort (abort()).
+//       signal (raise(VALUE)), segv (a real invalid write), abort (abort()).
 // Before that, RANGES "before_exit" ranges of 1 ms and one that stays open
 // ("open_at_exit"), so a tool sees records right up to the end.
 #include <signal.h>
@@ -17,8 +17,9 @@
 #include "busy.h"
 
 int main(int argc, char** argv) {
+  nvtxInitialize(NULL);  // loads the tool now, not inside the first timed range
   if (argc < 3) {
-    fprintf(stderr, "usage: exit_code exit|_exit|return|signal|abort VALUE [RANGES]\n");
+    fprintf(stderr, "usage: exit_code exit|_exit|return|signal|segv|abort VALUE [RANGES]\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -36,9 +37,12 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "_exit") == 0) _exit(value);
   if (strcmp(mode, "return") == 0) return value;
   if (strcmp(mode, "signal") == 0) {
-    signal(value, SIG_DFL);
     raise(value);
-    return 99;  // only reached for signals whose default is to ignore
+    return 99;  // only reached for signals that are ignored
+  }
+  if (strcmp(mode, "segv") == 0) {
+    volatile int* volatile nowhere = NULL;
+    *nowhere = value;
   }
   if (strcmp(mode, "abort") == 0) abort();
   fprintf(stderr, "exit_code: unknown mode %s\n", mode);

@@ -18,6 +18,7 @@
 #include <nvtx3/nvtx3.hpp>
 
 #include "busy.h"
+#include "truth.h"
 
 namespace {
 
@@ -35,31 +36,44 @@ struct IoCategory {
   static constexpr uint32_t id{7};
 };
 
+// Times a C++-API range from just before it opens to just after it closes.
+template <typename Body>
+void timed(char kind, const char* name, Body body) {
+  const int64_t start = tp_now_ns();
+  body();
+  tp_truth(kind, name, start, tp_now_ns());
+}
+
 void one_iteration(int64_t i, double ms) {
-  {
+  TpTimeline t = tp_timeline_start();
+  timed('p', "domain_range", [&] {
     nvtx3::scoped_range_in<TestDomain> outer{"domain_range"};
-    tp_busy_ms(ms);
-    nvtx3::scoped_range_in<TestDomain> inner{
-        nvtx3::registered_string_in<TestDomain>::get<RegisteredMsg>(),
-        nvtx3::named_category_in<TestDomain>::get<IoCategory>(), nvtx3::payload{i}};
-    tp_busy_ms(ms);
-  }
-  {
+    tp_wait_ms(&t, ms);
+    timed('p', "registered_range", [&] {
+      nvtx3::scoped_range_in<TestDomain> inner{
+          nvtx3::registered_string_in<TestDomain>::get<RegisteredMsg>(),
+          nvtx3::named_category_in<TestDomain>::get<IoCategory>(), nvtx3::payload{i}};
+      tp_wait_ms(&t, ms);
+    });
+  });
+  timed('p', "registered_global", [&] {
     nvtx3::scoped_range reg{nvtx3::registered_string_in<>::get<RegisteredGlobalMsg>()};
-    tp_busy_ms(ms);
-  }
-  {
+    tp_wait_ms(&t, ms);
+  });
+  timed('p', "global_range", [&] {
     nvtx3::scoped_range global{"global_range", nvtx3::category{3}, nvtx3::payload{3.5},
                                nvtx3::rgb{127, 255, 0}};
-    tp_busy_ms(ms);
-  }
-  nvtxRangePushW(L"wide_range");
-  tp_busy_ms(ms);
-  nvtxRangePop();
-  {
+    tp_wait_ms(&t, ms);
+  });
+  timed('p', "wide_range", [&] {
+    nvtxRangePushW(L"wide_range");
+    tp_wait_ms(&t, ms);
+    nvtxRangePop();
+  });
+  timed('s', "unique_range", [&] {
     nvtx3::unique_range_in<TestDomain> unique{"unique_range"};
-    tp_busy_ms(ms);
-  }
+    tp_wait_ms(&t, ms);
+  });
   nvtx3::mark_in<TestDomain>("domain_mark", nvtx3::payload{static_cast<uint64_t>(i)});
   nvtx3::mark("global_mark");
 }
@@ -67,6 +81,9 @@ void one_iteration(int64_t i, double ms) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nvtxInitialize(nullptr);  // loads the tool now, not inside the first timed range
+  tp_truth_init();
+  tp_ready();
   const int iterations = static_cast<int>(tp_arg(argc, argv, 1, 5));
   const double ms = tp_arg(argc, argv, 2, 2);
   for (int i = 0; i < iterations; ++i) one_iteration(i, ms);

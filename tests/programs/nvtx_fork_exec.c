@@ -2,7 +2,7 @@
 //
 //   nvtx_fork_exec [P=3] [C=2] [E=4] [F=5]
 //
-// The parent does P "parent_range" ranges, then forks two children:
+// The parent does P "parent_range" ranges, then forks two children, one after the other:
 //   exec child: C "child_range" ranges, then execs this program in child mode
 //               (--exec-child E), which does E "exec_range" ranges; same pid
 //   fork child: F "fork_range" ranges, then exit(0) without exec
@@ -19,22 +19,26 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "busy.h"
+#include "truth.h"
 
 static void ranges(const char* name, int n) {
+  TpTimeline t = tp_timeline_start();
   for (int i = 0; i < n; ++i) {
-    nvtxRangePushA(name);
-    tp_busy_ms(1);
-    nvtxRangePop();
+    int64_t start = tp_push(name);
+    tp_wait_ms(&t, 1);
+    tp_pop(name, start);
   }
 }
 
 static pid_t spawn_exec_child(const char* argv0, int c, int e) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  tp_ready();
   ranges("child_range", c);
   char count[32];
   snprintf(count, sizeof count, "%d", e);
   char* const args[] = {(char*)argv0, (char*)"--exec-child", count, NULL};
+  tp_truth_write();  // exec skips atexit
   execv("/proc/self/exe", args);
   perror("execv");
   _exit(126);
@@ -43,6 +47,7 @@ static pid_t spawn_exec_child(const char* argv0, int c, int e) {
 static pid_t spawn_fork_child(int f) {
   pid_t pid = fork();
   if (pid != 0) return pid;
+  tp_ready();
   ranges("fork_range", f);
   exit(0);
 }
@@ -54,6 +59,9 @@ static int wait_ok(pid_t pid) {
 }
 
 int main(int argc, char** argv) {
+  nvtxInitialize(NULL);  // loads the tool now, not inside the first timed range
+  tp_truth_init();
+  tp_ready();
   if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) {
     ranges("exec_range", (int)tp_arg(argc, argv, 2, 4));
     return 0;
@@ -65,9 +73,10 @@ int main(int argc, char** argv) {
 
   ranges("parent_range", p);
   fflush(stdout);
+  // One child at a time, so that busy waits do not compete for the CPUs.
   pid_t exec_child = spawn_exec_child(argv[0], c, e);
-  pid_t fork_child = spawn_fork_child(f);
   int ok = wait_ok(exec_child);
+  pid_t fork_child = spawn_fork_child(f);
   ok = wait_ok(fork_child) && ok;
   ranges("parent_after", 1);
   printf("parent=%d exec_child=%d fork_child=%d\n", (int)getpid(), (int)exec_child, (int)fork_child);

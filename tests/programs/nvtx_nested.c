@@ -13,32 +13,37 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "busy.h"
+#include "truth.h"
 
-static void run_inner(double inner_ms, double leaf_ms) {
-  nvtxRangePushA("inner");
-  tp_busy_ms(inner_ms / 2);
-  nvtxRangePushA("leaf");
-  tp_busy_ms(leaf_ms);
-  nvtxRangePop();
-  tp_busy_ms(inner_ms / 2);
-  nvtxRangePop();
+static void run_inner(TpTimeline* t, double inner_ms, double leaf_ms) {
+  int64_t inner = tp_push("inner");
+  tp_wait_ms(t, inner_ms / 2);
+  int64_t leaf = tp_push("leaf");
+  tp_wait_ms(t, leaf_ms);
+  tp_pop("leaf", leaf);
+  tp_wait_ms(t, inner_ms / 2);
+  tp_pop("inner", inner);
 }
 
 int main(int argc, char** argv) {
+  nvtxInitialize(NULL);  // loads the tool now, not inside the first timed range
+  tp_truth_init();
+  tp_ready();
   int repeat = (int)tp_arg(argc, argv, 1, 3);
   int inner = (int)tp_arg(argc, argv, 2, 4);
   double inner_ms = tp_arg(argc, argv, 3, 10);
   double gap_ms = tp_arg(argc, argv, 4, 5);
   double leaf_ms = tp_arg(argc, argv, 5, 4);
 
+  TpTimeline t = tp_timeline_start();
   for (int r = 0; r < repeat; ++r) {
-    nvtxRangePushA("outer");
-    tp_busy_ms(gap_ms);
+    int64_t outer = tp_push("outer");
+    tp_wait_ms(&t, gap_ms);
     for (int i = 0; i < inner; ++i) {
-      run_inner(inner_ms, leaf_ms);
-      tp_busy_ms(gap_ms);
+      run_inner(&t, inner_ms, leaf_ms);
+      tp_wait_ms(&t, gap_ms);
     }
-    nvtxRangePop();
+    tp_pop("outer", outer);
     nvtxMarkA("checkpoint");
   }
   printf("nvtx_nested: %d outer, %d inner, %d leaf\n", repeat, repeat * inner, repeat * inner);

@@ -18,6 +18,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "busy.h"
+#include "truth.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ struct Handoff {
   bool done = false;
   bool quit = false;
   nvtxRangeId_t id = 0;
+  int64_t start_ns = 0;
   int64_t deadline_ns = 0;
 };
 
@@ -40,10 +42,12 @@ void ender(Handoff& h) {
     if (h.quit) return;
     h.has_work = false;
     const nvtxRangeId_t id = h.id;
+    const int64_t start = h.start_ns;
     const int64_t deadline = h.deadline_ns;
     lock.unlock();
     tp_spin_until(deadline);
     nvtxRangeEnd(id);
+    tp_truth('s', "cross_thread", start, tp_now_ns());
     lock.lock();
     h.done = true;
     h.cv.notify_all();
@@ -53,6 +57,9 @@ void ender(Handoff& h) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nvtxInitialize(nullptr);  // loads the tool now, not inside the first timed range
+  tp_truth_init();
+  tp_ready();
   const int n = static_cast<int>(tp_arg(argc, argv, 1, 4));
   const double ms = tp_arg(argc, argv, 2, 20);
   Handoff h;
@@ -63,21 +70,25 @@ int main(int argc, char** argv) {
     {
       std::lock_guard lock(h.mutex);
       h.id = id;
+      h.start_ns = start;
       h.deadline_ns = start + static_cast<int64_t>(ms * 1e6);
       h.has_work = true;
       h.done = false;
     }
     h.cv.notify_all();
-    nvtxRangePushA("main_busy");
-    tp_busy_ms(ms / 4);
-    nvtxRangePop();
+    const int64_t busy_start = tp_push("main_busy");
+    tp_spin_until(start + static_cast<int64_t>(ms * 1e6 / 4));
+    tp_pop("main_busy", busy_start);
     {
       std::unique_lock lock(h.mutex);
       h.cv.wait(lock, [&] { return h.done; });
     }
+    TpTimeline own_timeline = tp_timeline_start();
+    const int64_t own_start = own_timeline.next_ns;
     const nvtxRangeId_t own = nvtxRangeStartA("same_thread");
-    tp_busy_ms(ms / 2);
+    tp_wait_ms(&own_timeline, ms / 2);
     nvtxRangeEnd(own);
+    tp_truth('s', "same_thread", own_start, tp_now_ns());
   }
   {
     std::lock_guard lock(h.mutex);

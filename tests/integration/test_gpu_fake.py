@@ -1,0 +1,202 @@
+"""GPU tracing end to end without a GPU: gpu_workload drives the fake libcupti
+(tests/fake_cupti) under torchprof-run, and what torchprof reports is compared with
+the exact values `gpu_workload --expect` computes from the same script: every
+kernel, copy and memset once with its duration and stream, Self CUDA / CUDA total
+of the NVTX ranges, per-stream work, memory peak, CUPTI's dropped count, and ac2g
+flows that pair up. FAKE_CUPTI_FAIL=unknown: GPU tracing off with one notice line,
+the program's exit code and its NVTX ranges unchanged.
+
+Needs TP_FAKE_CUPTI_LIB (the fake library) besides tp.py's variables."""
+
+import collections
+import json
+import os
+import subprocess
+
+import tp
+from tp import check, check_eq
+
+CUDA_REL_TOL = 0.01  # Self CUDA / CUDA total: within 1% (exact up to ns rounding in practice)
+SCENARIOS = ("nested", "steps", "streams", "memory", "graph", "drops", "driver", "blocking")
+
+
+def fake_cupti():
+    path = os.environ.get("TP_FAKE_CUPTI_LIB") or tp.lib_path("fake_cupti/libfake_cupti.so")
+    check(os.path.isfile(path), f"fake libcupti not built: {path}")
+    return path
+
+
+def expectations(scenario):
+    path = os.path.join(tp.fresh_dir("expect_" + scenario), "expect.json")
+    proc = subprocess.run([tp.bin_path("gpu_workload"), "--no-run", "--expect", path, scenario],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, f"gpu_workload --expect {scenario} ({proc.stderr.decode(errors='replace')})")
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_workload(scenario, extra_env=None):
+    parent = tp.fresh_dir("gpu_" + scenario)
+    out_dir = os.path.join(parent, "out")
+    env = dict(os.environ)
+    env.pop("FAKE_CUPTI_FAIL", None)
+    env.update(TORCHPROF_CUPTI_LIB=fake_cupti(), **(extra_env or {}))
+    result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), scenario], timeout=120, env=env)
+    result.out_dir = out_dir
+    return result
+
+
+def check_cuda(actual, expected, what):
+    check(actual is not None, f"{what}: missing")
+    slack = max(expected * CUDA_REL_TOL, 2)  # a few ns of rounding at most
+    check(abs(actual - expected) <= slack, f"{what}: {actual} ns, expected {expected} ns")
+
+
+def ops_of_kind(summary, *kinds):
+    return [o for o in summary["ops"] if o["kind"] in kinds]
+
+
+def nvtx_row(summary, name):
+    # ProfilerStep#N ranges fold into ProfilerStep*, as in key_averages().
+    row_name = "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+    rows = [o for o in summary["ops"] if o["kind"] == "nvtx" and o["name"] == row_name]
+    check_eq(len(rows), 1, f"nvtx rows named {row_name!r}")
+    return rows[0]
+
+
+def check_ranges(summary, expect):
+    folded = collections.OrderedDict()
+    for r in expect["ranges"]:
+        key = "ProfilerStep*" if r["name"].startswith("ProfilerStep#") else r["name"]
+        acc = folded.setdefault(key, {"calls": 0, "self_cuda_ns": 0, "cuda_total_ns": 0, "cpu_total_min_ns": 0})
+        for k in acc:
+            acc[k] += r[k]
+    for name, want in folded.items():
+        row = nvtx_row(summary, name)
+        check_eq(row["calls"], want["calls"], f"calls of range {name!r}")
+        check_cuda(row["self_cuda_ns"], want["self_cuda_ns"], f"self_cuda_ns of range {name!r}")
+        check_cuda(row["cuda_total_ns"], want["cuda_total_ns"], f"cuda_total_ns of range {name!r}")
+        check(row["cpu_total_ns"] >= want["cpu_total_min_ns"],
+              f"cpu_total_ns of range {name!r}: {row['cpu_total_ns']} < {want['cpu_total_min_ns']}")
+
+
+def check_gpu_rows(summary, expect):
+    rows = {o.get("mangled_name", o["name"]): o for o in ops_of_kind(summary, "kernel", "memcpy", "memset")}
+    check_eq(sorted(rows), sorted(g["name"] for g in expect["gpu_ops"]), "GPU rows (by recorded name)")
+    for g in expect["gpu_ops"]:
+        row = rows[g["name"]]
+        check_eq(row["kind"], g["kind"], f"kind of {g['name']!r}")
+        check_eq(row["calls"], g["calls"], f"calls of {g['name']!r}")
+        check_cuda(row["self_cuda_ns"], g["total_ns"], f"self_cuda_ns of {g['name']!r}")
+        check_eq(row["cpu_total_ns"], 0, f"cpu_total_ns of GPU row {g['name']!r}")
+    api = {o["name"]: o["calls"] for o in ops_of_kind(summary, "cuda_api")}
+    for name, calls in expect["api_calls"].items():
+        check_eq(api.get(name), calls, f"calls of API {name!r}")
+
+
+def gpu_trace_events(result):
+    events = []
+    for cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+        events += tp.all_trace_events(result, ph="X", cat=cat)
+    return events
+
+
+def check_trace_rows(result, expect):
+    device = expect["device"]["id"]
+    got = collections.Counter()
+    for ev in gpu_trace_events(result):
+        check_eq(ev["pid"], device, f"pid of GPU row {ev['name']!r}")
+        check_eq(ev["tid"], ev["args"]["stream"], f"tid of GPU row {ev['name']!r}")
+        name = ev["args"].get("mangled name", ev["name"])
+        got[(ev["cat"], name, ev["tid"], tp.dur_ns(ev))] += 1
+    want = collections.Counter()
+    for k in expect["kernels"]:
+        want[("kernel", k["name"], k["stream"], k["dur_ns"])] += 1
+    for m in expect["memcpys"]:
+        want[("gpu_memcpy", m["name"], m["stream"], m["dur_ns"])] += 1
+    for m in expect["memsets"]:
+        want[("gpu_memset", m["name"], m["stream"], m["dur_ns"])] += 1
+    check_eq(got, want, "GPU rows of the traces (cat, name, stream, dur_ns)")
+    for m in expect["memcpys"] + expect["memsets"]:
+        rows = [ev for ev in gpu_trace_events(result) if ev["name"] == m["name"] and ev["args"]["bytes"] == m["bytes"]]
+        check(rows, f"no GPU row {m['name']!r} with {m['bytes']} bytes")
+
+
+def check_flows(result):
+    for path, trace in result.traces:
+        starts = collections.Counter(ev["id"] for ev in tp.trace_events(trace, ph="s", cat="ac2g"))
+        finishes = collections.Counter(ev["id"] for ev in tp.trace_events(trace, ph="f", cat="ac2g"))
+        check(all(n == 1 for n in starts.values()), f"{path}: a flow id starts twice")
+        check_eq(set(starts), set(finishes), f"{path}: flow ids of starts and finishes")
+        for ev in tp.trace_events(trace, ph="f", cat="ac2g"):
+            check_eq(ev.get("bp"), "e", f"{path}: bp of flow finish {ev['id']}")
+        gpu = [ev for cat in ("kernel", "gpu_memcpy", "gpu_memset") for ev in tp.trace_events(trace, ph="X", cat=cat)]
+        check_eq(sum(finishes.values()), len(gpu), f"{path}: one flow finish per GPU row")
+        for ev in gpu:
+            check(ev["args"]["correlation"] in starts, f"{path}: GPU row {ev['name']!r} has no flow start")
+
+
+def check_device_and_memory(summary, expect):
+    devices = summary["gpu"]["devices"]
+    check_eq(len(devices), 1, "GPU devices in summary.json")
+    d = devices[0]
+    check_eq(d["name"], expect["device"]["name"], "device name")
+    streams = {int(k): v for k, v in d["streams"].items()}
+    for sid, want in expect["streams"].items():
+        got = streams.get(int(sid))
+        check(got is not None, f"stream {sid} missing from summary.json")
+        check_eq(got["ops"], want["ops"], f"ops on stream {sid}")
+        check_eq(got["busy_ns"], want["busy_ns"], f"busy_ns of stream {sid}")
+    totals = expect["totals"]
+    check_eq(d["kernel_ns"], totals["kernel_ns"], "kernel_ns")
+    check_eq(d["memcpy_ns"], totals["memcpy_ns"], "memcpy_ns")
+    check_eq(d["memset_ns"], totals["memset_ns"], "memset_ns")
+    mem = expect["memory"]
+    check_eq(summary["memory"]["allocations"], mem["allocations"], "allocations")
+    check_eq(summary["memory"]["frees"], mem["frees"], "frees")
+    if mem["allocations"]:
+        check_eq(summary["memory"]["peak_bytes_per_device"].get(str(expect["device"]["id"])), mem["peak_bytes"],
+                 "peak bytes")
+    check_eq(summary["cupti_dropped"], expect["dropped"], "cupti_dropped")
+
+
+def scenario_check(scenario):
+    def run():
+        expect = expectations(scenario)
+        result = run_workload(scenario)
+        check_eq(result.rc, 0, f"exit code ({result.describe()})")
+        summary = result.summary
+        check_ranges(summary, expect)
+        check_gpu_rows(summary, expect)
+        check_device_and_memory(summary, expect)
+        check_trace_rows(result, expect)
+        check_flows(result)
+        tp.validate_traces(result, nvtx_names=[r["name"] for r in expect["ranges"]])
+        if expect["dropped"]:
+            check(f"{expect['dropped']} GPU activity records lost" in result.stderr_text,
+                  "the dropped count is reported on stderr")
+        check("Self CUDA time total:" in result.table, "table has the Self CUDA trailer")
+    return run
+
+
+def cupti_unknown():
+    expect = expectations("nested")
+    plain = subprocess.run([tp.bin_path("gpu_workload"), "nested"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=dict(os.environ, TORCHPROF_CUPTI_LIB=fake_cupti()),
+                           timeout=60)
+    result = run_workload("nested", {"FAKE_CUPTI_FAIL": "unknown"})
+    check_eq(result.rc, plain.returncode, "exit code with GPU tracing off")
+    notices = [line for line in result.stderr_text.splitlines() if "GPU tracing off" in line]
+    check_eq(len(notices), 1, f"notice lines on stderr ({notices})")
+    summary = result.summary
+    check_eq(len(summary["gpu_notices"]), 1, "gpu_notices in summary.json")
+    for r in expect["ranges"]:
+        check_eq(nvtx_row(summary, r["name"])["calls"], r["calls"], f"calls of range {r['name']!r}")
+    check_eq(ops_of_kind(summary, "kernel", "memcpy", "memset"), [], "GPU rows with GPU tracing off")
+
+
+SCENARIO_FUNCS = {name: scenario_check(name) for name in SCENARIOS}
+SCENARIO_FUNCS["cupti_unknown"] = cupti_unknown
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main(SCENARIO_FUNCS))

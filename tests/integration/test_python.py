@@ -1,0 +1,310 @@
+"""Python targets under torchprof-run: the start-up bootstrap (PYTHONPATH,
+sitecustomize chaining, no cost, no change in behaviour), one step per
+optimizer.step() for an unmodified torch training loop, the torchprof module, and
+multiprocessing pools. The programs are in tests/programs/py; the interpreter is the
+one running this script (Debian's /usr/bin/python3 with torch through ctest)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import tp
+from tp import check, check_eq, check_close, ms
+
+PY_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs", "py"))
+PYTHON = sys.executable
+SLEEP_MS = 5.0  # train_loop's sleep per iteration
+
+
+def script(name):
+    return os.path.join(PY_DIR, name)
+
+
+def bootstrap_dir():
+    return os.path.realpath(os.path.join(tp.bin_path(""), "..", "share", "torchprof", "python"))
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPROF_") and k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+def run_py(args, options=(), env=None, expect_rc=0, timeout=120):
+    """torchprof-run -o <fresh dir> [options] -- python args (or a program given in full)."""
+    out_dir = os.path.join(tp.fresh_dir("py"), "out")
+    command = args if os.path.isabs(args[0]) and not args[0].endswith(".py") else [PYTHON] + args
+    argv = [tp.bin_path("torchprof-run"), "-o", out_dir] + list(options) + ["--"] + command
+    tp.require_tool()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          timeout=timeout, env=env if env is not None else clean_env())
+    result = tp.Result(argv, proc, out_dir, 0.0)
+    tp._last_result = result
+    if expect_rc is not None:
+        check_eq(result.rc, expect_rc, f"exit code of {' '.join(argv)}")
+    return result
+
+
+def run_plain(args, env=None, timeout=120):
+    return subprocess.run([PYTHON] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=timeout, env=env if env is not None else clean_env())
+
+
+def steps_of(summary, pid=None):
+    procs = tp.processes_with_events(summary)
+    if pid is None:
+        check_eq(len(procs), 1, "processes with events")
+        pid = procs[0]["pid"]
+    return sorted((s for s in summary.get("steps", []) if s.get("pid") == pid), key=lambda s: s["index"])
+
+
+def step_events(result):
+    """ProfilerStep# X events of all traces."""
+    return [ev for ev in tp.all_trace_events(result, ph="X") if ev.get("name", "").startswith("ProfilerStep#")]
+
+
+def domain_of(event):
+    return (event.get("args") or {}).get("domain")
+
+
+def check_steps(result, count, actions=None):
+    rows = steps_of(result.summary)
+    check_eq([s["name"] for s in rows], [f"ProfilerStep#{k}" for k in range(count)], "step names")
+    if actions is not None:
+        check_eq([s["action"] for s in rows], actions, "step actions")
+    for s in rows:
+        # Each step holds one iteration: its sleep plus a little torch work.
+        check(ms(SLEEP_MS) <= s["dur_ns"] <= ms(2000), f"{s['name']} lasts {s['dur_ns']} ns")
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Steps
+
+
+def auto_steps():
+    r = run_py([script("train_loop.py"), "6"])
+    rows = check_steps(r, 6)
+    check(all(s["action"] in ("record", "record_and_save") for s in rows), "without --schedule all are recorded")
+    for a, b in zip(rows, rows[1:]):  # back to back: each ends where the next begins
+        check_close(b["start_ns"], a["start_ns"] + a["dur_ns"], f"start of {b['name']}", rel=1e-6)
+    check_eq(tp.op(r.summary, "ProfilerStep*")["calls"], 6, "ProfilerStep* calls")
+    events = step_events(r)
+    check_eq(sorted(ev["name"] for ev in events), sorted(f"ProfilerStep#{k}" for k in range(6)),
+             "step ranges in the traces")
+    check(all(ev.get("cat") == "user_annotation" for ev in events), "steps are user_annotation")
+    check(all(domain_of(ev) == "torchprof" for ev in events), "automatic steps are in the torchprof domain")
+    check_eq(r.stdout, run_plain([script("train_loop.py"), "6"]).stdout, "stdout with and without torchprof")
+
+
+def schedule():
+    r = run_py([script("train_loop.py"), "8"], options=["--schedule", "wait=1,warmup=1,active=2"])
+    check_steps(r, 8, ["none", "warmup", "record", "record_and_save"] * 2)
+    per_trace = []
+    for _, trace in r.traces:
+        names = {ev["name"] for ev in tp.trace_events(trace, ph="X") if ev.get("name", "").startswith("ProfilerStep#")}
+        per_trace.append(sorted(names))
+    check_eq(sorted(per_trace), [["ProfilerStep#2", "ProfilerStep#3"], ["ProfilerStep#6", "ProfilerStep#7"]],
+             "steps per trace file (one file per cycle)")
+    check_eq(tp.op(r.summary, "ProfilerStep*")["calls"], 4, "recorded steps in ops")
+
+
+def user_steps():
+    r = run_py([script("train_loop.py"), "5", "--mode", "user"])
+    check_steps(r, 5)
+    check_eq(tp.op(r.summary, "ProfilerStep*")["calls"], 5, "ProfilerStep* calls (no automatic steps mixed in)")
+
+
+def own_markers():
+    r = run_py([script("train_loop.py"), "5", "--mode", "own_markers"])
+    check_steps(r, 5)
+    events = step_events(r)
+    check_eq(sorted(ev["name"] for ev in events), sorted(f"ProfilerStep#{k}" for k in range(5)),
+             "ProfilerStep ranges in the traces")
+    auto = [ev["name"] for ev in events if domain_of(ev) == "torchprof"]
+    check_eq(auto, [], "automatic steps next to the program's own markers")
+
+
+def one_step():
+    # Step 0 is held until the next optimizer.step(); with none, exit releases it.
+    r = run_py([script("train_loop.py"), "1"])
+    check_steps(r, 1)
+
+
+def pytorch_ops_cpu():
+    # emit_nvtx needs a CUDA build: on this torch the request is ignored, quietly.
+    env = clean_env(TORCHPROF_PYTORCH_OPS="shapes")
+    r = run_py([script("train_loop.py"), "3"], env=env)
+    check_steps(r, 3)
+    check_eq(r.stdout, run_plain([script("train_loop.py"), "3"]).stdout, "stdout")
+
+
+def two_optimizers():
+    r = run_py([script("train_loop.py"), "4", "--optimizers", "2"])
+    check_steps(r, 4)
+
+
+def no_bootstrap():
+    r = run_py([script("train_loop.py"), "4"], options=["--no-python"])
+    rows = steps_of(r.summary) if tp.processes_with_events(r.summary) else []
+    check(not any(s.get("name", "").startswith("ProfilerStep#") for s in rows),
+          f"--no-python: no automatic steps, got {rows}")
+
+
+# ---------------------------------------------------------------------------
+# The torchprof module
+
+
+def annotations():
+    r = run_py([script("annotations.py")])
+    check_eq(r.stdout.decode(), "active True\nbare returned 42\n", "stdout")
+    s = r.summary
+    tp.check_op(s, "inner", calls=2, self_ns=ms(60), total_ns=ms(60))
+    tp.check_op(s, "outer", calls=1, self_ns=ms(20), total_ns=ms(80))
+    tp.check_op(s, "bare", calls=1, self_ns=ms(10), total_ns=ms(10))
+    inner = tp.all_trace_events(r, ph="X", name="inner")
+    check_eq(len(inner), 2, "inner ranges in the traces")
+    for k in range(2):
+        marks = [ev for ev in tp.all_trace_events(r) if ev.get("name") == f"inner mark {k}" and ev.get("ph") == "i"]
+        check_eq(len(marks), 1, f"instant events 'inner mark {k}'")
+        ts = float(marks[0]["ts"])
+        check(any(float(ev["ts"]) <= ts <= float(ev["ts"]) + float(ev["dur"]) for ev in inner),
+              f"'inner mark {k}' lies inside an inner range")
+    outer = tp.all_trace_events(r, ph="X", name="outer")[0]
+    for ev in inner:
+        check(float(outer["ts"]) <= float(ev["ts"]) and
+              float(ev["ts"]) + float(ev["dur"]) <= float(outer["ts"]) + float(outer["dur"]) + 0.001,
+              "inner ranges nest in outer")
+
+
+def noop_outside():
+    # The module imported without torchprof-run (bootstrap on the path, no socket).
+    env = clean_env(PYTHONPATH=bootstrap_dir())
+    proc = run_plain([script("annotations.py")], env=env)
+    check_eq(proc.returncode, 0, f"exit code outside torchprof-run; stderr: {proc.stderr[-2000:]!r}")
+    check_eq(proc.stdout.decode(), "active False\nbare returned 42\n", "stdout outside torchprof-run")
+    check_eq(proc.stderr, b"", "stderr outside torchprof-run")
+
+
+# ---------------------------------------------------------------------------
+# Processes
+
+
+def pool(method):
+    workers, tasks = 2, 6
+    r = run_py([script("mp_pool.py"), method, str(workers), str(tasks)])
+    check_eq(r.stdout.decode().strip(), str([x * x for x in range(tasks)]), "pool results")
+    procs = tp.processes_with_events(r.summary)
+    check_eq(len(procs), workers + 1, f"processes with events ({method}: parent + workers)")
+    for p in procs:
+        check(p["events"] > 0, f"process {p['pid']} has events")
+    tp.check_op(r.summary, "task", calls=tasks)
+    tp.check_op(r.summary, "main", calls=1)
+    main_pid = tp.all_trace_events(r, ph="X", name="main")[0]["pid"]
+    worker_pids = {p["pid"] for p in procs} - {main_pid}
+    check_eq(len(worker_pids), workers, "worker processes")
+    marks = [ev for ev in tp.all_trace_events(r, ph="i") if ev.get("name") == "worker start"]
+    check_eq({ev["pid"] for ev in marks}, worker_pids, "processes with a 'worker start' mark")
+    task_pids = {ev["pid"] for ev in tp.all_trace_events(r, ph="X", name="task")}
+    check(task_pids <= worker_pids, f"tasks ran in the workers only: {task_pids} vs {worker_pids}")
+
+
+def pool_fork():
+    pool("fork")
+
+
+def pool_spawn():
+    pool("spawn")
+
+
+def pool_forkserver():
+    pool("forkserver")
+
+
+# ---------------------------------------------------------------------------
+# Start-up: environment, sitecustomize, cost
+
+
+def own_sitecustomize():
+    user_site = os.path.join(PY_DIR, "user_site")
+    env = clean_env(PYTHONPATH=user_site)
+    plain = run_plain([script("site_check.py")], env=env).stdout.decode()
+    check("user sitecustomize ran yes" in plain, f"the test's sitecustomize runs without the tool: {plain}")
+    r = run_py([script("site_check.py")], env=env)
+    check_eq(r.stdout.decode(), plain, "start-up as seen by the program, with and without torchprof-run")
+
+
+def system_sitecustomize():
+    # With no sitecustomize of the program's own, the system's one (Debian's) still runs.
+    plain = run_plain([script("site_check.py")]).stdout.decode()
+    r = run_py([script("site_check.py")])
+    check_eq(r.stdout.decode(), plain, "sitecustomize the program ends up with")
+
+
+def no_extra_modules():
+    # The bootstrap imports nothing a bare interpreter has not loaded (torch, ctypes,
+    # importlib.util would cost start-up time): same module list with and without it.
+    plain = run_plain([script("site_check.py"), "--modules"]).stdout.decode()
+    env = clean_env(PYTHONPATH=bootstrap_dir(), TORCHPROF_SOCKET="/nonexistent/torchprof.sock")
+    boot = run_plain([script("site_check.py"), "--modules"], env=env).stdout.decode()
+    def modules(text):
+        return set(next(l for l in text.splitlines() if l.startswith("modules ")).split()[1:])
+    check_eq(sorted(modules(boot) - modules(plain)), [], "modules loaded only with the bootstrap")
+    check("torch imported False" in boot, "torch is not imported at start-up")
+
+
+def pythonpath():
+    probe = "import os; print(os.environ.get('PYTHONPATH'))"
+    boot = bootstrap_dir()
+    r = run_py(["-c", probe], env=clean_env(PYTHONPATH="/tp/a:/tp/b"))
+    check_eq(r.stdout.decode().strip(), boot + ":/tp/a:/tp/b", "PYTHONPATH of a Python target")
+    r = run_py(["-c", probe], env=clean_env(PYTHONPATH=""))
+    check_eq(r.stdout.decode().strip(), boot, "PYTHONPATH when it was empty")
+    r = run_py(["/usr/bin/printenv", "PYTHONPATH"], env=clean_env(PYTHONPATH="/tp/a"))
+    check_eq(r.stdout.decode().strip(), "/tp/a", "PYTHONPATH of a program that is not Python")
+    r = run_py(["/usr/bin/printenv", "PYTHONPATH"], options=["--python"], env=clean_env(PYTHONPATH="/tp/a"))
+    check_eq(r.stdout.decode().strip(), boot + ":/tp/a", "PYTHONPATH with --python")
+    r = run_py(["-c", probe], options=["--no-python"], env=clean_env(PYTHONPATH="/tp/a"))
+    check_eq(r.stdout.decode().strip(), "/tp/a", "PYTHONPATH with --no-python")
+
+
+def shebang():
+    d = tp.fresh_dir("shebang")
+    path = os.path.join(d, "tool")
+    with open(path, "w") as f:
+        f.write("#!/usr/bin/env -S python3 -u\nimport os\nprint(os.environ.get('PYTHONPATH'))\n")
+    os.chmod(path, 0o755)
+    r = run_py([path], env=clean_env(PATH="/usr/bin:/bin"))
+    check_eq(r.stdout.decode().strip(), bootstrap_dir(), "PYTHONPATH of a #!/usr/bin/env python3 script")
+
+
+# ---------------------------------------------------------------------------
+# Behaviour unchanged
+
+
+def same_as_plain(mode, rc):
+    plain = run_plain([script("exit_behaviour.py"), mode])
+    check_eq(plain.returncode, rc, f"exit code of exit_behaviour.py {mode} alone")
+    r = run_py([script("exit_behaviour.py"), mode], options=["-q"], expect_rc=rc)
+    check_eq(r.stdout, plain.stdout, "stdout")
+    check_eq(r.stderr, plain.stderr, "stderr with -q (no table)")
+
+
+def exit_code():
+    same_as_plain("exit3", 3)
+
+
+def exception():
+    same_as_plain("raise", 1)
+    plain = run_plain([script("exit_behaviour.py"), "raise"])
+    check(b"Traceback (most recent call last)" in plain.stderr and b"ValueError: deliberate" in plain.stderr,
+          "the traceback is printed")
+
+
+SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, pytorch_ops_cpu, two_optimizers, no_bootstrap, annotations,
+             noop_outside, pool_fork, pool_spawn, pool_forkserver, own_sitecustomize, system_sitecustomize,
+             no_extra_modules, pythonpath, shebang, exit_code, exception]
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
