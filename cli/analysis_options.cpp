@@ -5,6 +5,7 @@
 
 #include "cli/errors.h"
 #include "cli/log.h"
+#include "collector/capture_range.h"
 #include "collector/schedule.h"
 
 namespace torchprof::cli {
@@ -38,6 +39,9 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_option("--step-marker", options.step_marker,
                  "ECMAScript regex naming step ranges and marks")
       ->capture_default_str();
+  app.add_option("--capture-range", options.capture_range,
+                 "none (default) | cudaProfilerApi: only between cudaProfilerStart and "
+                 "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named");
 }
 
 void validate_analysis_options(const OutputOptions& options) {
@@ -48,6 +52,9 @@ void validate_analysis_options(const OutputOptions& options) {
       throw UsageError("--schedule " + options.schedule + ": " + error);
     }
     if (!warning.empty()) log().warn("--schedule: {}", warning);
+  }
+  if (std::string error; !parse_capture_range(options.capture_range, &error)) {
+    throw UsageError("--capture-range " + options.capture_range + ": " + error);
   }
   try {
     std::regex check(options.step_marker, std::regex::ECMAScript);

@@ -17,10 +17,10 @@ struct CommonOptions {
 
 void add_common_options(CLI::App& app, CommonOptions& options);
 
-// --sort, --row-limit, --schedule, --step-marker.
+// --sort, --row-limit, --schedule, --step-marker, --capture-range.
 void add_analysis_options(CLI::App& app, OutputOptions& options);
 
-// Checks --schedule and --step-marker before anything runs. Throws UsageError naming
+// Checks --schedule, --step-marker and --capture-range before anything runs. Throws UsageError naming
 // the bad part; logs torch's warning for warmup=0.
 void validate_analysis_options(const OutputOptions& options);
 

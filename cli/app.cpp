@@ -14,6 +14,7 @@
 #include "cli/report_command.h"
 #include "cli/run_command.h"
 #include "formats/outputs.h"
+#include "torchprof_build_info.h"  // generated at configure time (top-level CMakeLists.txt)
 
 namespace torchprof::cli {
 namespace {
@@ -36,7 +37,39 @@ constexpr const char* kExamples =
     "Examples:\n"
     "  torchprof-run python train.py\n"
     "  torchprof-run --schedule wait=1,warmup=1,active=3 -o out_%h -- ./app --size 4096\n"
-    "  torchprof report torchprof_out --sort self_cpu_time_total --row-limit 20\n";
+    "  torchprof report torchprof_out --sort self_cpu_time_total --row-limit 20\n"
+    "  torchprof diff before_out after_out --fail-on-regression --threshold 10\n"
+    "  torchprof check torchprof_out --max step_time_avg=120ms\n"
+    "Results go to torchprof_out/: table.txt, summary.json, report.html (open in a browser),\n"
+    "traces/ (TensorBoard, Perfetto). See man torchprof.\n";
+
+constexpr const char* kRunExamples =
+    "Examples:\n"
+    "  torchprof-run python train.py\n"
+    "  torchprof-run -o out_%h --schedule wait=1,warmup=1,active=3 -- ./app --size 4096\n"
+    "  torchprof-run --step-marker '^iteration' --sort self_cpu_time_total -- ./app\n"
+    "Results go to the output directory: table.txt, summary.json, report.html (open in a\n"
+    "browser), traces/ (TensorBoard, Perfetto). See man torchprof-run.\n";
+
+std::string compiler_description() {
+#if defined(__clang__)
+  return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return "gcc " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+         std::to_string(__GNUC_PATCHLEVEL__);
+#else
+  return "unknown compiler";
+#endif
+}
+
+// What --version prints: enough to tell two builds apart in a bug report.
+std::string version_text() {
+  std::string text = std::string("torchprof ") + TORCHPROF_VERSION + "\n";
+  text += std::string("commit: ") + (*kBuildGitCommit ? kBuildGitCommit : "unknown") + "\n";
+  text += "compiler: " + compiler_description() + "\n";
+  text += std::string("build type: ") + (*kBuildType ? kBuildType : "none");
+  return text;
+}
 
 void print_error(const std::string& message) { std::cerr << "torchprof: " << message << "\n"; }
 
@@ -61,8 +94,8 @@ int dispatch(int argc, char** argv, Entry entry) {
   CLI::App app{run_only ? "Profile a program: torchprof-run [OPTIONS] [--] PROGRAM [ARGS...]"
                         : "Profiler for CUDA and PyTorch programs",
                run_only ? "torchprof-run" : "torchprof"};
-  app.set_version_flag("--version", std::string("torchprof ") + TORCHPROF_VERSION);
-  app.footer(kExamples);
+  app.set_version_flag("--version", version_text());
+  app.footer(run_only ? kRunExamples : kExamples);
   CommandLine line;
   std::vector<std::pair<CLI::App*, CommandAction>> commands;
   if (run_only) {

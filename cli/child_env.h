@@ -12,6 +12,7 @@ struct ChildEnvSettings {
   std::string log_level;    // "" = the target inherits whatever it has
   std::string worker_name;  // "" = each process names itself <host>_<pid>
   std::string python_path;  // "" = not a Python target; else put first on PYTHONPATH
+  std::string trace;        // TORCHPROF_TRACE (nvtx,cuda,gpu,memory,python); "" = inherited
 };
 
 // `parent` (KEY=VALUE entries, as in environ) with the injection variables set:

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "cli/child_env.h"
 #include "cli/errors.h"
@@ -88,7 +89,8 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   Server server(writer);
   server.start();
   const ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
-                                  options.output.worker_name, python_bootstrap_for(options, program)};
+                                  options.output.worker_name, python_bootstrap_for(options, program),
+                                  options.trace};
   const std::vector<std::string> env = build_child_env(current_environment(), settings);
   if (const int err = target.spawn(program, options.command, env); err != 0) {
     std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
@@ -130,6 +132,22 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 
 }  // namespace
 
+void validate_trace_list(const std::string& list) {
+  static const std::set<std::string> kWords = {"nvtx", "cuda", "gpu", "memory", "python", "all"};
+  if (list.empty()) return;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    const std::string word = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!kWords.count(word)) {
+      throw UsageError("--trace " + list + ": unknown item '" + word +
+                       "' (valid: nvtx, cuda, gpu, memory, python, all)");
+    }
+    if (comma == std::string::npos) return;
+    start = comma + 1;
+  }
+}
+
 CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   auto options = std::make_shared<RunOptions>();
   add_common_options(app, options->common);
@@ -145,6 +163,8 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
                "Load the Python bootstrap (one step per optimizer.step()) even when PROGRAM is "
                "not a Python interpreter or script, e.g. a shell script that runs python");
   app.add_flag("--no-python", options->no_python, "Never load the Python bootstrap");
+  app.add_option("--trace", options->trace,
+                 "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)");
   // Everything from PROGRAM on belongs to the program, options included.
   app.prefix_command();
   return [options, &app, &line] {
@@ -171,6 +191,7 @@ std::vector<std::string> program_command(const CLI::App& app, const CommandLine&
 int run_command(const RunOptions& options) {
   configure_logging(options.common.log_level, options.common.quiet);
   validate_analysis_options(options.output);
+  validate_trace_list(options.trace);
   const std::string& name = options.command.at(0);
   const ResolvedProgram program = resolve_program(name, std::getenv("PATH"));
   if (program.exit_code != 0) {

@@ -17,6 +17,7 @@ struct RunOptions {
   std::vector<std::string> command;  // PROGRAM ARGS…
   bool python = false;     // --python: the Python bootstrap whatever PROGRAM is
   bool no_python = false;  // --no-python: never (default: when PROGRAM is Python)
+  std::string trace;       // --trace: comma list of nvtx,cuda,gpu,memory,python; "" = all
 };
 
 CommandAction setup_run_command(CLI::App& app, const CommandLine& line);
@@ -24,6 +25,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line);
 // PROGRAM ARGS… from what CLI11 left over (`app` parses in prefix mode) and what
 // followed `--`. Throws UsageError for an unknown option or a missing program.
 std::vector<std::string> program_command(const CLI::App& app, const CommandLine& line);
+
+// Checks a --trace list; throws UsageError naming an unknown item.
+void validate_trace_list(const std::string& list);
 
 // Runs the target under the collector, then writes the outputs. Returns the target's
 // exit code (128+N for signal N), or 126/127 when it cannot be started.

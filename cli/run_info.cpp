@@ -21,6 +21,7 @@ std::string run_info_json(const RunInfo& info, const OutputOptions& options) {
   j["options"] = {{"output", info.output},
                   {"schedule", options.schedule},
                   {"step_marker", options.step_marker},
+                  {"capture_range", options.capture_range},
                   {"worker_name", options.worker_name},
                   {"gzip", options.gzip},
                   {"sort", options.sort},

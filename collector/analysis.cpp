@@ -263,6 +263,7 @@ void aggregate_ops(Run& run) {
 
 void analyse(Run& run, const AnalysisOptions& options) {
   for (Process& proc : run.processes) {
+    apply_capture_range(proc, options.capture_range);
     compute_nesting(proc);
     compute_steps(proc, options);
     attribute_gpu(proc);

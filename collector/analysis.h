@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "collector/capture_range.h"
 #include "collector/model.h"
 #include "collector/schedule.h"
 
@@ -14,6 +15,7 @@ namespace torchprof {
 struct AnalysisOptions {
   std::optional<Schedule> schedule;            // nullopt: every step recorded, one cycle
   std::string step_marker = "^ProfilerStep#";  // ECMAScript regex on range and mark names
+  CaptureRange capture_range;                  // what is outside its windows is dropped first
 };
 
 // Fills Event::parent/self_ns/step, Process::steps and Run::ops. Throws InputError

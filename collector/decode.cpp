@@ -40,24 +40,50 @@ struct ConnInput {
   bool closed = false;
 };
 
+// Frame bytes read so far (each frame is read twice) against the total, reported
+// to the caller's callback at most once per percent.
+class ProgressMeter {
+ public:
+  explicit ProgressMeter(const DecodeProgress& callback) : callback_(callback) {}
+  void set_total(uint64_t total) { total_ = total; }
+  void add(uint64_t bytes) {
+    done_ += bytes;
+    if (!callback_ || total_ == 0) return;
+    const uint64_t percent = done_ * 100 / total_;
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    callback_(done_, total_);
+  }
+
+ private:
+  const DecodeProgress& callback_;
+  uint64_t total_ = 0;
+  uint64_t done_ = 0;
+  uint64_t last_percent_ = ~uint64_t{0};
+};
+
 // Turns one connection's frames into events of `proc`.
 class ConnDecoder {
  public:
-  ConnDecoder(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx, Process& proc)
+  ConnDecoder(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx, Process& proc,
+              ProgressMeter* meter = nullptr)
       : reader_(reader),
         conn_(conn),
         dctx_(dctx),
         proc_(proc),
+        meter_(meter),
         gpu_(proc, static_cast<int64_t>(conn.hello.real_ns) - static_cast<int64_t>(conn.hello.mono_ns)) {}
 
   void run() {
     wire::FrameHeader fh{};
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) collect_definitions();
+      if (meter_) meter_->add(ref.size);
     }
     second_pass_ = true;
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
+      if (meter_) meter_->add(ref.size);
     }
     close_open_ranges();
     gpu_.finish();
@@ -389,6 +415,7 @@ class ConnDecoder {
   const ConnInput& conn_;
   ZSTD_DCtx* dctx_;
   Process& proc_;
+  ProgressMeter* meter_;
   GpuDecoder gpu_;
   std::vector<uint8_t> body_;
   std::vector<uint8_t> raw_;
@@ -412,8 +439,8 @@ class ConnDecoder {
 };
 
 void decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx,
-                       Process& proc) {
-  ConnDecoder(reader, conn, dctx, proc).run();
+                       Process& proc, ProgressMeter* meter) {
+  ConnDecoder(reader, conn, dctx, proc, meter).run();
 }
 
 // Events in (tid, start, longer first) order and per-thread event counts.
@@ -680,9 +707,17 @@ void finish_run(Run& run, const ScanResult& scan) {
 
 }  // namespace
 
-Run decode_capture(CaptureReader& reader) {
+Run decode_capture(CaptureReader& reader) { return decode_capture(reader, DecodeProgress()); }
+
+Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
   Run run;
   ScanResult scanned = scan(reader, run);
+  ProgressMeter meter(progress);
+  uint64_t frame_bytes = 0;
+  for (const auto& conn : scanned.conns) {
+    for (const FrameRef& ref : conn->frames) frame_bytes += 2 * uint64_t{ref.size};
+  }
+  meter.set_total(frame_bytes);
   run.truncated = reader.truncated();
   run.truncated_at = reader.truncated_at();
 
@@ -693,7 +728,7 @@ Run decode_capture(CaptureReader& reader) {
     if (fresh) run.processes.emplace_back();
     Process& proc = run.processes[it->second];
     apply_identity(*conn, proc);
-    decode_connection(reader, *conn, dctx.get(), proc);
+    decode_connection(reader, *conn, dctx.get(), proc, &meter);
     if (conn->bye) apply_bye(*conn->bye, proc);
   }
   for (Process& proc : run.processes) sort_process_events(proc);
@@ -702,9 +737,11 @@ Run decode_capture(CaptureReader& reader) {
   return run;
 }
 
-Run decode_capture_file(const std::string& path) {
+Run decode_capture_file(const std::string& path) { return decode_capture_file(path, DecodeProgress()); }
+
+Run decode_capture_file(const std::string& path, const DecodeProgress& progress) {
   CaptureReader reader(path);
-  return decode_capture(reader);
+  return decode_capture(reader, progress);
 }
 
 }  // namespace torchprof

@@ -8,6 +8,8 @@
 // (collector/analysis.h).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "collector/capture_reader.h"
@@ -23,7 +25,13 @@ enum class ThreadNameSource : uint64_t { kNvtx = 0, kOs = 1 };
 // stopped at a damaged tail; everything before it is decoded.
 Run decode_capture(CaptureReader& reader);
 
+// Called while frames are decoded with the bytes done and the total (both passes),
+// at most once per percent; may be empty.
+using DecodeProgress = std::function<void(uint64_t done, uint64_t total)>;
+Run decode_capture(CaptureReader& reader, const DecodeProgress& progress);
+
 // Opens and decodes `path`; throws InputError when it is not a readable capture.
 Run decode_capture_file(const std::string& path);
+Run decode_capture_file(const std::string& path, const DecodeProgress& progress);
 
 }  // namespace torchprof

@@ -289,9 +289,17 @@ class TraceWriter {
     out_ += "}";
   }
 
-  void args(const Event& e) {
+  // Kineto's user_annotation args: its External id, the RecordFunction handle (0
+  // outside torch) and the event's index in the profiler's event list.
+  void annotation_ids() {
     out_ += ",\n    \"args\": {\"External id\": ";
     json::append_uint(out_, ++external_id_);
+    out_ += ", \"Record function id\": 0, \"Ev Idx\": ";
+    json::append_uint(out_, external_id_ - 1);
+  }
+
+  void args(const Event& e) {
+    annotation_ids();
     if (!e.domain.empty()) {
       out_ += ", \"domain\": ";
       json::append_string(out_, e.domain);
@@ -357,8 +365,7 @@ class TraceWriter {
     common("X", "user_annotation", name, m.tid, s.start_ns);
     out_ += ", \"dur\": ";
     json::append_us(out_, s.dur_ns);
-    out_ += ",\n    \"args\": {\"External id\": ";
-    json::append_uint(out_, ++external_id_);
+    annotation_ids();
     out_ += ", \"marker\": ";
     json::append_string(out_, m.name);
     out_ += "}}";

@@ -1,13 +1,17 @@
 #include "formats/outputs.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
+#include "formats/html_report.h"
 #include "formats/kineto_trace.h"
 #include "formats/summary_json.h"
 #include "formats/stats.h"
@@ -20,6 +24,20 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxPrintedWarnings = 10;
+// Captures smaller than this decode in a moment: no progress line for them.
+constexpr uintmax_t kProgressMinBytes = 50u << 20;
+
+// A "\r"-updated line on stderr while a large capture decodes, only on a terminal.
+// Returns an empty callback when there is to be none.
+DecodeProgress progress_line(const std::string& path, const OutputOptions& options) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (options.quiet || ec || size < kProgressMinBytes || !::isatty(STDERR_FILENO)) return {};
+  const std::string name = fs::path(path).filename().string();
+  return [name](uint64_t done, uint64_t total) {
+    std::cerr << "\rtorchprof: decoding " << name << ": " << done * 100 / total << "%" << std::flush;
+  };
+}
 
 // `report` accepts the output folder of a run as well as the capture itself.
 std::string capture_file(const std::string& path) {
@@ -38,6 +56,10 @@ AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
     if (!analysis.schedule) throw InputError("invalid schedule '" + options.schedule + "': " + error);
     if (!warning.empty()) run.warnings.push_back(warning);
   }
+  std::string error;
+  const std::optional<CaptureRange> range = parse_capture_range(options.capture_range, &error);
+  if (!range) throw InputError("--capture-range: " + error);
+  analysis.capture_range = *range;
   return analysis;
 }
 
@@ -86,7 +108,10 @@ void print_notes(const Run& run, std::ostream& out) {
 
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out) {
-  Run run = decode_capture_file(capture_file(capture_path));
+  const std::string capture = capture_file(capture_path);
+  const DecodeProgress progress = progress_line(capture, options);
+  Run run = decode_capture_file(capture, progress);
+  if (progress) std::cerr << "\r\033[K" << std::flush;  // the line is gone once decoding is done
   analyse(run, analysis_options(options, run));
   if (!options.worker_name.empty()) {
     std::vector<std::string> workers;
@@ -112,6 +137,7 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
     }
     write_text(dir / "summary.json", render_summary_json(run, traces, dir.string()));
     write_text(dir / "table.txt", render_table(rows));
+    write_text(dir / "report.html", render_html_report(run, rows));
     if (options.stats) {
       std::ostringstream stats;
       render_stats(run, stats);

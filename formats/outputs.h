@@ -26,6 +26,7 @@ struct OutputOptions {
   bool write_files = true;                    // false: print only
   bool quiet = false;                         // nothing on `out`
   bool stats = false;                         // also print nsys-style summaries (formats/stats.h)
+  std::string capture_range;                  // none | cudaProfilerApi | nvtx:NAME[@DOMAIN]; "" = none
 };
 
 struct OutputResult {

@@ -72,6 +72,8 @@ FAKECUDA_EXPORT uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, co
                                                const uint64_t* durations_ns, uint32_t stream);
 // cudaProfilerStop: callbacks only (flushing is the subscriber's business).
 FAKECUDA_EXPORT uint32_t fakecuda_profiler_stop(void);
+// cudaProfilerStart: callbacks only.
+FAKECUDA_EXPORT uint32_t fakecuda_profiler_start(void);
 // cudaDeviceReset: resource CONTEXT_DESTROY_STARTING callback inside the API call,
 // then GPU timelines and live allocations are forgotten.
 FAKECUDA_EXPORT uint32_t fakecuda_device_reset(void);

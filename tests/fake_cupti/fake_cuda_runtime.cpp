@@ -259,6 +259,12 @@ uint32_t fakecuda_profiler_stop(void) {
   return call.correlation();
 }
 
+uint32_t fakecuda_profiler_start(void) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, "cudaProfilerStart");
+  return call.correlation();
+}
+
 uint32_t fakecuda_device_reset(void) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, "cudaDeviceReset");

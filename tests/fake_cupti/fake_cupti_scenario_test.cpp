@@ -31,6 +31,7 @@ fake_workload::FakeCudaApi linked_api() {
   api.synchronize = &fakecuda_synchronize;
   api.graph_launch = &fakecuda_graph_launch;
   api.profiler_stop = &fakecuda_profiler_stop;
+  api.profiler_start = &fakecuda_profiler_start;
   api.device_reset = &fakecuda_device_reset;
   api.set_dropped = &fakecuda_set_dropped;
   return api;

@@ -50,6 +50,7 @@ fake_workload::FakeCudaApi load_fake_cuda() {
   resolve(handle, "fakecuda_synchronize", &api.synchronize);
   resolve(handle, "fakecuda_graph_launch", &api.graph_launch);
   resolve(handle, "fakecuda_profiler_stop", &api.profiler_stop);
+  resolve(handle, "fakecuda_profiler_start", &api.profiler_start);
   resolve(handle, "fakecuda_device_reset", &api.device_reset);
   resolve(handle, "fakecuda_set_dropped", &api.set_dropped);
   return api;

@@ -186,6 +186,7 @@ void Walker::walk_item(const Item& item, std::vector<std::string>* stack) {
     case Op::kDropped: dropped_ += item.bytes; break;
     case Op::kBusy: busy(s, item.duration_ns); break;
     case Op::kProfilerStop: ++api_calls_["cudaProfilerStop"]; break;
+    case Op::kProfilerStart: ++api_calls_["cudaProfilerStart"]; break;
     case Op::kDeviceReset:
       ++api_calls_["cudaDeviceReset"];
       live_.clear();

@@ -134,6 +134,8 @@ Item parse_simple(std::string_view head) {
     item.duration_ns = parse_duration(fields[1]);
   } else if (verb == "profiler_stop") {
     item.op = Op::kProfilerStop;
+  } else if (verb == "profiler_start") {
+    item.op = Op::kProfilerStart;
   } else if (verb == "device_reset") {
     item.op = Op::kDeviceReset;
   } else {
@@ -242,6 +244,7 @@ void run_item(const Item& item, const FakeCudaApi& api, const RangeHooks& hooks,
     case Op::kDropped: api.set_dropped(item.bytes); break;
     case Op::kBusy: spin_for(item.duration_ns); break;
     case Op::kProfilerStop: api.profiler_stop(); break;
+    case Op::kProfilerStart: api.profiler_start(); break;
     case Op::kDeviceReset: api.device_reset(); break;
   }
 }

@@ -14,6 +14,7 @@
 //   dropped:N                             the fake CUPTI reports N more dropped records
 //   busy:DUR                              CPU spin (gives a range self CPU time)
 //   profiler_stop / device_reset          cudaProfilerStop / cudaDeviceReset
+//   profiler_start                        cudaProfilerStart
 // DUR is an integer with ns, us, ms or s; BYTES a plain integer.
 #pragma once
 
@@ -42,6 +43,7 @@ struct FakeCudaApi {
   uint32_t (*synchronize)(int64_t) = nullptr;
   uint32_t (*graph_launch)(uint32_t, uint32_t, const char* const*, const uint64_t*, uint32_t) = nullptr;
   uint32_t (*profiler_stop)() = nullptr;
+  uint32_t (*profiler_start)() = nullptr;
   uint32_t (*device_reset)() = nullptr;
   void (*set_dropped)(uint64_t) = nullptr;
 };
@@ -53,7 +55,7 @@ struct RangeHooks {
 
 enum class Op {
   kRange, kThread, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
-  kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset
+  kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset, kProfilerStart
 };
 
 struct GraphNode {

@@ -104,5 +104,39 @@ def skip_first():
     check_recorded_op(r, "forward", 1)
 
 
+def check_cycle_traces(result, expected):
+    """One trace per cycle holding exactly the expected steps, and nothing that lies
+    outside them: each user_annotation event sits inside one of the trace's steps."""
+    check_eq(traced_steps(result), [[f"ProfilerStep#{k}" for k in ks] for ks in expected], "steps per trace file")
+    for path, trace in result.traces:
+        rows = tp.trace_events(trace, ph="X", cat="user_annotation")
+        spans = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in rows if e["name"].startswith("ProfilerStep#")]
+        for e in rows:
+            start, end = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+            check(any(a - 0.002 <= start and end <= b + 0.002 for a, b in spans),
+                  f"{path}: {e['name']!r} at {start} lies outside the trace's steps")
+        check_eq(sum(1 for e in rows if e["name"] == "forward"), len(spans), f"{path}: forward ranges")
+
+
+def schedule_acceptance():
+    """20 steps, wait=1,warmup=1,active=3,repeat=2: two traces, steps {2,3,4} and
+    {7,8,9}; `torchprof report` with another schedule selects other steps of the same capture."""
+    r = tp.profile("nvtx_steps", [20, 1, 1, 1], options=["--schedule", "wait=1,warmup=1,active=3,repeat=2"])
+    check_cycle_traces(r, [[2, 3, 4], [7, 8, 9]])
+    check_eq(step_calls(r.summary), 6, "ProfilerStep calls in summary.json ops")
+    check_eq(tp.op(r.summary, "forward")["calls"], 6, "forward calls in summary.json ops")
+    check("between_steps" not in tp.ops_by_name(r.summary), "between_steps (outside every step) in ops")
+    again = tp.fresh_dir("report_schedule")
+    rep = tp.run_report([r.out_dir, "-o", again, "--schedule", "skip_first=10,wait=0,warmup=1,active=4,repeat=1", "-q"])
+    check_eq(rep.rc, 0, "exit code of torchprof report --schedule")
+    rep.out_dir = again
+    check_cycle_traces(rep, [[11, 12, 13, 14]])
+    actions = [s["action"] for s in sorted(rep.summary["steps"], key=lambda s: s["index"])]
+    check_eq(actions, ["none"] * 10 + ["warmup", "record", "record", "record", "record_and_save"] + ["none"] * 5,
+             "step actions of the report's schedule")
+    check_eq(tp.op(rep.summary, "forward")["calls"], 4, "forward calls in the report's ops")
+
+
 if __name__ == "__main__":
-    raise SystemExit(tp.main({f.__name__: f for f in (steps, schedule, schedule_repeat, skip_first)}))
+    raise SystemExit(tp.main({f.__name__: f for f in (steps, schedule, schedule_repeat, skip_first,
+                                                       schedule_acceptance)}))

@@ -1,0 +1,111 @@
+// The analysis side, in process and phase by phase, on a saved capture: decode,
+// analyse (nesting, steps, aggregates), the key_averages-style table, the Kineto
+// traces and summary.json, each timed; then events/s for capture -> table and
+// capture -> Kineto JSON, and the peak RSS of the whole analysis.
+//
+//   analysis_bench CAPTURE|RUN_DIR OUT_DIR
+//
+// "Events" are timeline events after decoding (an NVTX range is one event, as in
+// torch's profiler) plus GPU activity records. Phases are timed in process CPU
+// time (the analysis is single-threaded, so events/s is per core), which a loaded
+// machine does not inflate the way it does wall time.
+#include <sys/resource.h>
+#include <time.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+
+#include "collector/analysis.h"
+#include "collector/decode.h"
+#include "formats/kineto_trace.h"
+#include "formats/summary_json.h"
+#include "formats/table.h"
+
+namespace {
+
+struct Clock {
+  using time_point = double;
+  static double now() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  }
+};
+
+double seconds_since(Clock::time_point t0) { return Clock::now() - t0; }
+
+void figure(const char* name, double value, const char* unit) { std::printf("%s %.6g %s\n", name, value, unit); }
+
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+int run(const std::string& input, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::string capture = fs::is_directory(input) ? (fs::path(input) / "capture.tprof").string() : input;
+  double capture_bytes = static_cast<double>(fs::file_size(capture));
+
+  auto t0 = Clock::now();
+  torchprof::Run run = torchprof::decode_capture_file(capture);
+  double decode_s = seconds_since(t0);
+  t0 = Clock::now();
+  torchprof::analyse(run, torchprof::AnalysisOptions{});
+  double analyse_s = seconds_since(t0);
+  t0 = Clock::now();
+  torchprof::TableRows rows = torchprof::make_table_rows(run.ops, run.has_gpu, {"", 100});
+  std::string table = torchprof::render_table(rows);
+  double table_s = seconds_since(t0);
+  t0 = Clock::now();
+  auto traces = torchprof::write_kineto_traces(run, {(fs::path(out_dir) / "traces").string(), false, ""});
+  double kineto_s = seconds_since(t0);
+  t0 = Clock::now();
+  std::vector<std::string> trace_paths;
+  double trace_bytes = 0;
+  for (const auto& t : traces) {
+    trace_paths.push_back(t.path);
+    trace_bytes += static_cast<double>(fs::file_size(t.path));
+  }
+  std::string summary = torchprof::render_summary_json(run, trace_paths, out_dir);
+  double summary_s = seconds_since(t0);
+
+  double events = 0;
+  for (const auto& p : run.processes) events += static_cast<double>(p.events_list.size() + p.gpu_events.size());
+  if (events == 0 || table.empty() || summary.empty()) {
+    std::fprintf(stderr, "analysis_bench: no events in %s\n", capture.c_str());
+    return 1;
+  }
+  double front = decode_s + analyse_s;
+  figure("events", events, "events");
+  figure("decode_s", decode_s, "s");
+  figure("analyse_s", analyse_s, "s");
+  figure("table_s", table_s, "s");
+  figure("kineto_s", kineto_s, "s");
+  figure("summary_s", summary_s, "s");
+  figure("to_table_events_per_s", events / (front + table_s), "events/s");
+  figure("to_table_us_per_event", (front + table_s) / events * 1e6, "us/event");
+  figure("to_kineto_events_per_s", events / (front + kineto_s), "events/s");
+  figure("capture_bytes_per_event", capture_bytes / events, "B/event");
+  figure("kineto_bytes_per_event", trace_bytes / events, "B/event");
+  figure("peak_rss", peak_rss_mib(), "MiB");
+  figure("peak_rss_per_event", peak_rss_mib() * 1048576.0 / events, "B/event");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: analysis_bench CAPTURE|RUN_DIR OUT_DIR\n");
+    return 2;
+  }
+  try {
+    return run(argv[1], argv[2]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "analysis_bench: %s\n", e.what());
+    return 1;
+  }
+}

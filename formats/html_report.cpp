@@ -1,0 +1,434 @@
+#include "formats/html_report.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "collector/analysis.h"
+#include "collector/gpu_analysis.h"
+#include "formats/json_writer.h"
+
+namespace torchprof {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+#include "formats/html_assets.inc"  // kReportCss, kReportJs (generated from formats/html/)
+
+constexpr uint32_t kMaxLanes = 24;  // deeper nesting is drawn on the last lane
+
+enum class TrackKind : uint8_t { kCpu, kCudaApi, kGpu };
+const char* track_kind_name(TrackKind k) {
+  return k == TrackKind::kCpu ? "cpu" : k == TrackKind::kCudaApi ? "cuda_api" : "gpu";
+}
+
+struct Track {
+  std::string name;
+  TrackKind kind = TrackKind::kCpu;
+  int pid = 0;
+  uint32_t lanes = 1;
+};
+
+struct Slice {
+  uint32_t track = 0;
+  uint32_t name = 0;
+  uint32_t lane = 0;
+  uint8_t category = 0;  // 0 range, 1 mark, 2 API call, 3 kernel, 4 memcpy, 5 memset, 6 sync
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+};
+
+// Tracks, names and slices of the timeline; tracks are keyed so that each process
+// lists its CPU threads, then its CUDA API rows, then its GPU streams.
+class Timeline {
+ public:
+  uint32_t track(int pid, TrackKind kind, uint64_t id, const std::function<std::string()>& name) {
+    auto key = std::make_tuple(pid, kind, id);
+    auto [it, fresh] = index_.try_emplace(key, static_cast<uint32_t>(tracks_.size()));
+    if (fresh) tracks_.push_back({name(), kind, pid, 1});
+    return it->second;
+  }
+  uint32_t name(const std::string& text) {
+    auto [it, fresh] = names_index_.try_emplace(text, static_cast<uint32_t>(names_.size()));
+    if (fresh) names_.push_back(text);
+    return it->second;
+  }
+  void add(const Slice& s) { slices_.push_back(s); }
+
+  // Keeps the `limit` longest slices, then stacks overlapping ones into lanes.
+  size_t finish(size_t limit) {
+    size_t dropped = 0;
+    if (slices_.size() > limit) {
+      dropped = slices_.size() - limit;
+      std::nth_element(slices_.begin(), slices_.begin() + static_cast<std::ptrdiff_t>(limit),
+                       slices_.end(), [](const Slice& a, const Slice& b) { return a.dur_ns > b.dur_ns; });
+      slices_.resize(limit);
+    }
+    std::sort(slices_.begin(), slices_.end(), [](const Slice& a, const Slice& b) {
+      return std::tie(a.track, a.start_ns, b.dur_ns) < std::tie(b.track, b.start_ns, a.dur_ns);
+    });
+    std::vector<int64_t> lane_end;
+    for (size_t i = 0; i < slices_.size(); ++i) {
+      Slice& s = slices_[i];
+      if (i == 0 || slices_[i - 1].track != s.track) lane_end.clear();
+      uint32_t lane = 0;
+      while (lane < lane_end.size() && lane_end[lane] > s.start_ns) ++lane;
+      lane = std::min(lane, kMaxLanes - 1);
+      if (lane >= lane_end.size()) lane_end.resize(lane + 1);
+      lane_end[lane] = std::max(lane_end[lane], s.start_ns + s.dur_ns);
+      s.lane = lane;
+      tracks_[s.track].lanes = std::max(tracks_[s.track].lanes, lane + 1);
+    }
+    return dropped;
+  }
+
+  const std::vector<Track>& tracks() const { return tracks_; }
+  const std::vector<std::string>& names() const { return names_; }
+  const std::vector<Slice>& slices() const { return slices_; }
+
+ private:
+  std::map<std::tuple<int, TrackKind, uint64_t>, uint32_t> index_;
+  std::vector<Track> tracks_;
+  std::unordered_map<std::string, uint32_t> names_index_;
+  std::vector<std::string> names_;
+  std::vector<Slice> slices_;
+};
+
+std::string thread_label(const Process& p, uint32_t tid) {
+  for (const ThreadInfo& t : p.threads) {
+    if (t.tid != tid) continue;
+    std::string label = t.name.empty() ? "thread" : t.name;
+    return label + " (" + std::to_string(tid) + ")";
+  }
+  return "thread " + std::to_string(tid);
+}
+
+uint64_t main_first(const Process& p, uint32_t tid) {
+  for (const ThreadInfo& t : p.threads) {
+    if (t.tid == tid && t.is_main) return tid;
+  }
+  return (uint64_t{1} << 32) | tid;
+}
+
+void add_cpu_events(const Process& p, Timeline& tl) {
+  for (const Event& e : p.events_list) {
+    const bool api = is_cuda_api(e.kind);
+    const TrackKind kind = api ? TrackKind::kCudaApi : TrackKind::kCpu;
+    const uint32_t track = tl.track(p.pid, kind, main_first(p, e.tid), [&] {
+      return "pid " + std::to_string(p.pid) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
+    });
+    const uint8_t category = api ? 2 : e.kind == EventKind::kMark ? 1 : 0;
+    tl.add({track, tl.name(e.name), 0, category, e.start_ns, std::max<int64_t>(0, e.dur_ns())});
+  }
+}
+
+void add_gpu_events(const Process& p, Timeline& tl) {
+  for (const GpuEvent& g : p.gpu_events) {
+    const uint64_t id = (uint64_t{g.device} << 32) | g.stream;
+    const uint32_t track = tl.track(p.pid, TrackKind::kGpu, id, [&] {
+      const std::string where = "pid " + std::to_string(p.pid) + " GPU " + std::to_string(g.device);
+      return g.stream == ~0u ? where + " device syncs" : where + " stream " + std::to_string(g.stream);
+    });
+    const uint8_t category = static_cast<uint8_t>(3 + static_cast<int>(g.kind));
+    tl.add({track, tl.name(g.name), 0, category, g.start_ns, std::max<int64_t>(0, g.end_ns - g.start_ns)});
+  }
+}
+
+int64_t time_base(const Run& run) {
+  int64_t base = run.start_ns > 0 ? run.start_ns : std::numeric_limits<int64_t>::max();
+  for (const Process& p : run.processes) {
+    for (const Event& e : p.events_list) base = std::min(base, e.start_ns);
+    if (!p.gpu_events.empty()) base = std::min(base, p.gpu_events.front().start_ns);
+    if (!p.memory_events.empty()) base = std::min(base, p.memory_events.front().ts_ns);
+    for (const Step& s : p.steps) base = std::min(base, s.start_ns);
+  }
+  return base == std::numeric_limits<int64_t>::max() ? 0 : base;
+}
+
+void append_timeline(std::string& out, const Timeline& tl, int64_t base, size_t omitted) {
+  out += "\"tracks\":[";
+  for (size_t i = 0; i < tl.tracks().size(); ++i) {
+    const Track& t = tl.tracks()[i];
+    if (i > 0) out += ',';
+    out += "{\"name\":";
+    json::append_string(out, t.name);
+    out += ",\"kind\":\"";
+    out += track_kind_name(t.kind);
+    out += "\",\"pid\":";
+    json::append_int(out, t.pid);
+    out += ",\"lanes\":";
+    json::append_uint(out, t.lanes);
+    out += '}';
+  }
+  out += "],\"names\":[";
+  for (size_t i = 0; i < tl.names().size(); ++i) {
+    if (i > 0) out += ',';
+    json::append_string(out, tl.names()[i]);
+  }
+  // Six numbers per slice: track, lane, name, category, start (ns from the base), duration.
+  out += "],\"slices\":[";
+  bool first = true;
+  for (const Slice& s : tl.slices()) {
+    if (!first) out += ',';
+    first = false;
+    json::append_uint(out, s.track);
+    out += ',';
+    json::append_uint(out, s.lane);
+    out += ',';
+    json::append_uint(out, s.name);
+    out += ',';
+    json::append_uint(out, s.category);
+    out += ',';
+    json::append_int(out, s.start_ns - base);
+    out += ',';
+    json::append_int(out, s.dur_ns);
+  }
+  out += "],\"omitted_slices\":";
+  json::append_uint(out, omitted);
+}
+
+Json steps_json(const Run& run, int64_t base) {
+  Json steps = Json::array();
+  for (const Process& p : run.processes) {
+    for (const Step& s : p.steps) {
+      steps.push_back({{"pid", p.pid}, {"index", s.index}, {"name", s.name},
+                       {"start", s.start_ns - base}, {"dur", s.dur_ns},
+                       {"action", step_action_name(s.action)}, {"recorded", s.cycle >= 0}});
+    }
+  }
+  return steps;
+}
+
+// Per step and device: busy = merged kernel intervals (as summary.json), idle = the
+// step's window (its CPU span widened to the GPU work it launched) minus busy.
+Json gpu_steps_json(const Run& run) {
+  Json out = Json::array();
+  for (const Process& p : run.processes) {
+    if (p.gpu_events.empty()) continue;
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      const Step& s = p.steps[k];
+      std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels;
+      std::map<uint32_t, std::pair<int64_t, int64_t>> window;
+      for (const GpuEvent& g : p.gpu_events) {
+        if (g.step != static_cast<int32_t>(k) || g.kind == GpuKind::kSync) continue;
+        auto [it, fresh] = window.try_emplace(g.device, s.start_ns, s.start_ns + s.dur_ns);
+        it->second.first = std::min(it->second.first, g.start_ns);
+        it->second.second = std::max(it->second.second, g.end_ns);
+        if (g.kind == GpuKind::kKernel) kernels[g.device].emplace_back(g.start_ns, g.end_ns);
+      }
+      for (const auto& [device, w] : window) {
+        const int64_t busy = merged_length(kernels[device]);
+        out.push_back({{"pid", p.pid}, {"step", s.name}, {"device", device}, {"busy", busy},
+                       {"idle", std::max<int64_t>(0, w.second - w.first - busy)}});
+      }
+    }
+  }
+  return out;
+}
+
+// Running device memory per process and device: [time, bytes] pairs, at most
+// `limit` each (the highest value of each bucket, so that peaks survive).
+Json memory_json(const Run& run, int64_t base, size_t limit) {
+  Json out = Json::array();
+  for (const Process& p : run.processes) {
+    std::map<uint32_t, std::vector<const MemoryEvent*>> by_device;
+    for (const MemoryEvent& m : p.memory_events) by_device[m.device].push_back(&m);
+    for (const auto& [device, events] : by_device) {
+      const size_t bucket = std::max<size_t>(1, (events.size() + limit - 1) / std::max<size_t>(1, limit));
+      Json points = Json::array();
+      for (size_t i = 0; i < events.size(); i += bucket) {
+        const MemoryEvent* best = events[i];
+        for (size_t j = i; j < std::min(events.size(), i + bucket); ++j) {
+          if (events[j]->live_bytes > best->live_bytes) best = events[j];
+        }
+        points.push_back(Json::array({best->ts_ns - base, best->live_bytes}));
+      }
+      out.push_back({{"pid", p.pid}, {"device", device}, {"points", std::move(points)}});
+    }
+  }
+  return out;
+}
+
+bool is_device_kind(const std::string& kind) {
+  return kind == "kernel" || kind == "memcpy" || kind == "memset";
+}
+
+// The longest rows by `key` (a table sort key) among ops `keep` accepts.
+Json top_json(const Run& run, const std::string& key, bool device, size_t n) {
+  const TableRows sorted = make_table_rows(run.ops, run.has_gpu, {key, 0});
+  Json out = Json::array();
+  for (const OpStats& o : sorted.rows) {
+    if (out.size() >= n) break;
+    if (is_device_kind(o.kind) != device) continue;
+    const int64_t value = device ? o.self_cuda_ns : o.self_cpu_ns;
+    if (value <= 0) continue;
+    out.push_back({{"name", o.name}, {"kind", o.kind}, {"value", value}, {"calls", o.calls}});
+  }
+  return out;
+}
+
+double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string avg(int64_t ns, uint64_t calls) {
+  return format_time_us(calls == 0 ? 0.0 : us(ns) / static_cast<double>(calls));
+}
+
+// The cells of table.txt's columns, with the raw numbers the page sorts by.
+Json table_json(const TableRows& t) {
+  const double cpu_total = us(t.self_cpu_total_ns);
+  const double cuda_total = us(t.self_cuda_total_ns);
+  Json columns = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
+  if (t.has_gpu) {
+    for (const char* c : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) columns.push_back(c);
+  }
+  columns.push_back("# of Calls");
+  Json rows = Json::array();
+  for (const OpStats& o : t.rows) {
+    Json cells = {o.name, format_share(us(o.self_cpu_ns), cpu_total), format_time_us(us(o.self_cpu_ns)),
+                  format_share(us(o.cpu_total_ns), cpu_total), format_time_us(us(o.cpu_total_ns)),
+                  avg(o.cpu_total_ns, o.calls)};
+    const uint64_t cpu_avg = o.calls ? static_cast<uint64_t>(o.cpu_total_ns) / o.calls : 0;
+    Json raw = {o.name, o.self_cpu_ns, o.self_cpu_ns, o.cpu_total_ns, o.cpu_total_ns, cpu_avg};
+    if (t.has_gpu) {
+      for (const std::string& c : {format_time_us(us(o.self_cuda_ns)), format_share(us(o.self_cuda_ns), cuda_total),
+                                   format_time_us(us(o.cuda_total_ns)), avg(o.cuda_total_ns, o.calls)}) {
+        cells.push_back(c);
+      }
+      const uint64_t cuda_avg = o.calls ? static_cast<uint64_t>(o.cuda_total_ns) / o.calls : 0;
+      for (uint64_t v : {static_cast<uint64_t>(o.self_cuda_ns), static_cast<uint64_t>(o.self_cuda_ns),
+                         static_cast<uint64_t>(o.cuda_total_ns), cuda_avg}) {
+        raw.push_back(v);
+      }
+    }
+    cells.push_back(std::to_string(o.calls));
+    raw.push_back(o.calls);
+    rows.push_back({{"kind", o.kind}, {"cells", std::move(cells)}, {"raw", std::move(raw)}});
+  }
+  Json trailer = {"Self CPU time total: " + format_time_us(cpu_total)};
+  if (t.has_gpu) trailer.push_back("Self CUDA time total: " + format_time_us(cuda_total));
+  return {{"sort_by", t.sort_key}, {"columns", std::move(columns)}, {"rows", std::move(rows)},
+          {"trailer", std::move(trailer)}};
+}
+
+// What was lost or is doubtful, for the banner at the top of the page.
+Json warnings_json(const Run& run, size_t omitted) {
+  Json out = Json::array();
+  if (run.truncated) {
+    out.push_back("The capture was truncated at byte " + std::to_string(run.truncated_at) +
+                  "; this report covers what was written before it.");
+  }
+  if (run.dropped_events > 0) out.push_back(std::to_string(run.dropped_events) + " events were lost (dropped).");
+  if (run.cupti_dropped > 0) {
+    out.push_back(std::to_string(run.cupti_dropped) + " GPU activity records were dropped by CUPTI.");
+  }
+  if (run.processes_without_events > 0) {
+    out.push_back(std::to_string(run.processes_without_events) + " process(es) recorded no events.");
+  }
+  for (const std::string& n : run.gpu_notices) out.push_back("GPU: " + n);
+  for (const std::string& w : run.warnings) out.push_back(w);
+  for (const Process& p : run.processes) {
+    for (const std::string& w : p.warnings) out.push_back("pid " + std::to_string(p.pid) + ": " + w);
+  }
+  if (omitted > 0) {
+    out.push_back(std::to_string(omitted) + " more events not shown in the timeline (only the longest are kept).");
+  }
+  return out;
+}
+
+Json meta_json(const Run& run, int64_t base) {
+  uint64_t events = 0, gpu = 0;
+  Json processes = Json::array();
+  for (const Process& p : run.processes) {
+    events += p.events_list.size();
+    gpu += p.gpu_events.size();
+    processes.push_back({{"pid", p.pid}, {"exe", p.exe}, {"worker", p.worker}, {"events", p.events_list.size()},
+                         {"gpu_events", p.gpu_events.size()}, {"steps", p.steps.size()}});
+  }
+  const int64_t end = run.end_ns > base ? run.end_ns - base : 0;
+  return {{"command", run.command}, {"exit_code", run.exit_code}, {"host", run.host},
+          {"start_unix_ns", base}, {"duration_ns", end}, {"has_gpu", run.has_gpu},
+          {"events", events}, {"gpu_events", gpu}, {"processes", std::move(processes)}};
+}
+
+void append_member(std::string& out, const char* key, const Json& value) {
+  out += ",\"";
+  out += key;
+  out += "\":";
+  out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string escape_html(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_html_report_data(const Run& run, const TableRows& rows, const HtmlReportOptions& options) {
+  const int64_t base = time_base(run);
+  Timeline tl;
+  for (const Process& p : run.processes) add_cpu_events(p, tl);
+  for (const Process& p : run.processes) add_gpu_events(p, tl);
+  const size_t omitted = tl.finish(options.max_events);
+
+  std::string out = "{\"schema\":\"torchprof.report/1\"";
+  append_member(out, "meta", meta_json(run, base));
+  append_member(out, "warnings", warnings_json(run, omitted));
+  out += ',';
+  append_timeline(out, tl, base, omitted);
+  append_member(out, "steps", steps_json(run, base));
+  append_member(out, "top_ops", top_json(run, "self_cpu_time_total", false, options.top_n));
+  append_member(out, "top_kernels", top_json(run, "self_cuda_time_total", true, options.top_n));
+  append_member(out, "gpu_steps", gpu_steps_json(run));
+  append_member(out, "memory", memory_json(run, base, options.max_memory_points));
+  append_member(out, "table", table_json(rows));
+  out += "}";
+  // '<' only occurs inside JSON strings, where \u003c means the same; so no "</script>".
+  std::string escaped;
+  escaped.reserve(out.size());
+  for (char c : out) {
+    if (c == '<') {
+      escaped += "\\u003c";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+std::string render_html_report(const Run& run, const TableRows& rows, const HtmlReportOptions& options) {
+  std::string title = "torchprof";
+  if (!run.command.empty()) title += ": " + run.command.front();
+  std::string page;
+  page += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  page += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  page += "<title>" + escape_html(title) + "</title>\n<style>\n";
+  page += kReportCss;
+  page += "</style>\n</head>\n<body>\n";
+  page += "<div id=\"tp-status\" data-status=\"loading\" hidden></div>\n";
+  page += "<main id=\"tp-root\"><noscript>This report needs JavaScript.</noscript></main>\n";
+  page += "<script type=\"application/json\" id=\"tp-data\">";
+  page += render_html_report_data(run, rows, options);
+  page += "</script>\n<script>\n";
+  page += kReportJs;
+  page += "</script>\n</body>\n</html>\n";
+  return page;
+}
+
+}  // namespace torchprof

@@ -1,0 +1,28 @@
+// report.html: one self-contained page (inline CSS, JS and the data as JSON) with a
+// zoomable timeline, the top ops and kernels, GPU busy/idle per step, device memory
+// over time, the table and the run's loss warnings. Works offline, from file://.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "collector/model.h"
+#include "formats/table.h"
+
+namespace torchprof {
+
+struct HtmlReportOptions {
+  size_t max_events = 200000;        // timeline events kept (the longest); the rest are counted
+  size_t max_memory_points = 20000;  // per device, downsampled beyond this
+  size_t top_n = 15;                 // bars in each top chart
+};
+
+// `rows`: the table as table.txt shows it (same rows, same order).
+std::string render_html_report(const Run& run, const TableRows& rows,
+                               const HtmlReportOptions& options = {});
+
+// The page's data as JSON, '<' escaped so that it can sit inside a <script> element.
+std::string render_html_report_data(const Run& run, const TableRows& rows,
+                                    const HtmlReportOptions& options = {});
+
+}  // namespace torchprof

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Overhead and throughput figures, measured side by side in one run on this machine,
+# printed as one table: hot path vs no tool and vs a bare injection (the floor),
+# end-to-end slowdown, capture size, analysis speed and memory, collector ingest.
+# Run by hand (not by ctest); it builds what it needs in BUILD_DIR first.
+#
+#   scripts/bench.sh [BUILD_DIR]        (default: build-bench, configured Release if new)
+#
+# Environment: QUICK=1 (sizes / 10), ANALYSIS_RANGES (default 10000000: the capture
+# analysed for speed and peak RSS), TORCH=0 (skip torch's own key_averages figures),
+# KEEP=1 (keep the work directory). Per-event figures use CPU time (the programs
+# measure it themselves): on a shared machine wall time varies with the load.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build-bench}
+scale=1
+[[ ${QUICK:-0} == 1 ]] && scale=10
+pairs=$((2000000 / scale))
+e2e_ranges=$((2000000 / scale))
+analysis_ranges=${ANALYSIS_RANGES:-$((10000000 / scale))}
+gpu_steps=$((2000 / scale))
+flood_pairs=$((2000000 / scale))
+
+# ---------- build ----------
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges call_loop floor_inject_clock
+         floor_inject_rdtsc analysis_bench)
+have_gpu_workload=0
+if grep -q '^build gpu_workload' "$build/build.ninja" 2>/dev/null || \
+   grep -q 'gpu_workload' "$build/Makefile" 2>/dev/null; then
+  targets+=(gpu_workload fake_cupti)
+  have_gpu_workload=1
+fi
+cmake --build "$build" -j2 --target "${targets[@]}" >/dev/null
+
+bin=$build/bin
+bb=$build/bench
+run_tool=$bin/torchprof-run
+work=$(mktemp -d "${TMPDIR:-/tmp}/torchprof_bench.XXXXXX")
+[[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"' EXIT
+
+# ---------- helpers ----------
+rows=$work/rows
+: >"$rows"
+# row SECTION NAME VALUE UNIT [NOTE]
+row() { printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "${5:-}" >>"$rows"; }
+# val FILE NAME: the value of a `name value unit` line
+val() { awk -v n="$2" '$1 == n { print $2; exit }' "$1"; }
+# calc EXPR: floating-point arithmetic, 4 significant digits
+calc() { awk "BEGIN { printf \"%.4g\", $1 }"; }
+# timed FILE CMD...: runs CMD, its stdout to FILE, and appends `wall_s` and `max_rss_kb`
+timed() {
+  local out=$1
+  shift
+  /usr/bin/time -f 'wall_s %e s
+max_rss_kb %M KiB' -o "$out.time" "$@" >"$out"
+  cat "$out.time" >>"$out"
+}
+# summary FIELD DIR: sums over processes of summary.json's FIELD (events|dropped)
+summary() {
+  /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[2]+"/summary.json")); print(sum(p[sys.argv[1]] for p in s["processes"]))' "$1" "$2"
+}
+tool() { TORCHPROF_LOG_LEVEL=error "$run_tool" -q "$@"; }
+
+echo "torchprof bench: build $build, work $work" >&2
+
+# ---------- 1. hot path ----------
+echo "[1/5] hot path: NVTX push+pop pairs" >&2
+"$bb/nvtx_pairs" $((pairs * 5)) 1 >"$work/none"
+NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_clock"
+NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc"
+NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 2 >"$work/floor_clock2"
+# Default ring (1 MiB per thread): drops when the flusher falls behind; a ring that
+# holds every record shows the cost of writing each one.
+tool -o "$work/hot1" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1"
+big_kb=$(( (pairs * 2 * 32 * 2) / 1024 + 1024 ))
+TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big"
+TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot2big" -- "$bb/nvtx_pairs" "$pairs" 2 >"$work/tp2big"
+
+none=$(val "$work/none" pair_ns)
+fc=$(val "$work/floor_clock" pair_ns)
+fr=$(val "$work/floor_rdtsc" pair_ns)
+fc2=$(val "$work/floor_clock2" pair_ns_max)
+tp1=$(val "$work/tp1" pair_ns)
+tpb=$(val "$work/tp1big" pair_ns)
+tp2=$(val "$work/tp2big" pair_ns_max)
+row hot no_tool "$none" ns/pair "NVTX with no injection"
+row hot floor_clock_gettime "$fc" ns/pair "bare injection, (ts, name ptr) to a TLS array"
+row hot floor_rdtsc "$fr" ns/pair "same with rdtsc"
+row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
+row hot torchprof_ring_fits_all "$tpb" ns/pair "x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
+row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
+row hot floor_clock_2_threads "$fc2" ns/pair "slowest thread; x$(calc "$fc2 / $fc") vs 1 thread"
+row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb") vs 1 thread; dropped $(summary dropped "$work/hot2big")"
+if command -v uftrace >/dev/null 2>&1; then
+  cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
+  calls=$((pairs / 2))
+  "$work/call_loop_pg" "$calls" >"$work/uf_none"
+  (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec")
+  uf_add=$(calc "$(val "$work/uf_rec" call_ns) - $(val "$work/uf_none" call_ns)")
+  uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
+  row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build; $(calc "$uf_bytes / ($calls * 2)") B/event on disk"
+else
+  row hot uftrace_added 95 ns/call "uftrace not installed: REFERENCE.md's figure (15.5 B/event)"
+fi
+
+# ---------- 2. end to end ----------
+echo "[2/5] end to end: $e2e_ranges ranges with busy work" >&2
+for i in 1 2; do
+  timed "$work/e2e_none$i" "$bb/e2e_ranges" "$e2e_ranges"
+  timed "$work/e2e_tp$i" "$run_tool" -q -o "$work/e2e$i" -- "$bb/e2e_ranges" "$e2e_ranges"
+done
+# The faster of two runs each: the load of a shared machine only ever adds.
+best() { awk -v n="$2" '$1 == n { print $2 }' "$work/$1"1 "$work/$1"2 | sort -g | head -1; }
+n_cpu=$(best e2e_none loop_cpu_s); t_cpu=$(best e2e_tp loop_cpu_s)
+n_loop=$(best e2e_none loop_s); t_loop=$(best e2e_tp loop_s)
+n_wall=$(best e2e_none wall_s); t_wall=$(best e2e_tp wall_s)
+row e2e rate_no_tool "$(calc "$e2e_ranges / $n_cpu")" ranges/s "per CPU second, no tool"
+row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu - 1) * 100")% (process CPU, flusher included)"
+row e2e loop_wall "$t_loop" s "no tool $n_loop s: slowdown $(calc "($t_loop / $n_loop - 1) * 100")%"
+row e2e process_wall "$t_wall" s "no tool $n_wall s: $(calc "($t_wall / $n_wall - 1) * 100")% (start, collection, analysis, files)"
+row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summary events "$work/e2e1") of $((e2e_ranges + 1))"
+
+# ---------- 3. capture size ----------
+echo "[3/5] capture size" >&2
+"$bb/analysis_bench" "$work/hot1big" "$work/an_hot" >"$work/size_nvtx"
+row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop)"
+row size nvtx_kineto_json "$(val "$work/size_nvtx" kineto_bytes_per_event)" B/event "Kineto JSON for the same ranges; x$(calc "$(val "$work/size_nvtx" kineto_bytes_per_event) / $(val "$work/size_nvtx" capture_bytes_per_event)")"
+if [[ $have_gpu_workload == 1 ]]; then
+  step='range:step{kernel:gemm_kernel:20us;kernel:relu_kernel:5us;memcpy:htod:65536:3us;kernel:softmax_kernel:4us:stream=9;sync}'
+  gpu_args=()
+  for ((i = 0; i < gpu_steps; ++i)); do gpu_args+=("$step"); done
+  TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) \
+    tool -o "$work/gpu" -- "$build/tests/fake_cupti/gpu_workload" "${gpu_args[@]}" >/dev/null
+  "$bb/analysis_bench" "$work/gpu" "$work/an_gpu" >"$work/size_gpu"
+  row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($(val "$work/size_gpu" events) events)"
+  row size gpu_kineto_json "$(val "$work/size_gpu" kineto_bytes_per_event)" B/event "x$(calc "$(val "$work/size_gpu" kineto_bytes_per_event) / $(val "$work/size_gpu" capture_bytes_per_event)") the capture"
+else
+  row size gpu_capture - - "gpu_workload not built (tests off)"
+fi
+
+# ---------- 4. analysis ----------
+echo "[4/5] analysis of $analysis_ranges ranges" >&2
+work_iters=40
+TORCHPROF_BUFFER_KB=65536 tool -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
+"$bb/analysis_bench" "$work/big" "$work/an_big" >"$work/an"
+timed "$work/report" "$bin/torchprof" report "$work/big" -q -o "$work/report_out"
+ev=$(val "$work/an" events)
+row analysis events "$ev" events "decoded from the capture; $(summary dropped "$work/big") records dropped while capturing"
+row analysis to_table "$(val "$work/an" to_table_events_per_s)" events/s "per core: decode+analyse+table ($(val "$work/an" to_table_us_per_event) us/event)"
+row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "per core: decode+analyse+traces"
+row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto"
+row analysis peak_rss "$(val "$work/an" peak_rss)" MiB "$(val "$work/an" peak_rss_per_event) B/event, in process"
+row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
+if [[ ${TORCH:-1} == 1 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 "$root/bench/torch_key_averages.py" $((20000 / scale)) >"$work/torch" 2>/dev/null
+  tk=$(val "$work/torch" torch_table_us_per_event)
+  row analysis torch_key_averages "$(val "$work/torch" torch_table_events_per_s)" events/s "torch $(val "$work/torch" torch_version) key_averages().table(): $tk us/event; torchprof x$(calc "$tk / $(val "$work/an" to_table_us_per_event)") faster"
+  row analysis torch_export_chrome "$(val "$work/torch" torch_export_us_per_event)" us/event "$(val "$work/torch" torch_trace_bytes_per_event) B/event; torch adds $(val "$work/torch" torch_added_per_op) us per torch.add"
+else
+  row analysis torch_key_averages 15 us/event "torch not measured: REFERENCE.md's figure"
+fi
+row analysis note - - "100M events not run (too slow for a session); RSS grows linearly (B/event above)"
+
+# ---------- 5. collector ingest ----------
+echo "[5/5] collector ingest: two flooding processes" >&2
+tool -o "$work/flood" -- /bin/sh -c \
+  "'$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_a' & '$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_b' & wait"
+produced=$((2 * 2 * (flood_pairs + 1)))
+dropped=$(summary dropped "$work/flood")
+wall_a=$(val "$work/flood_a" pair_wall_ns); wall_b=$(val "$work/flood_b" pair_wall_ns)
+loop_s=$(calc "($wall_a > $wall_b ? $wall_a : $wall_b) * $flood_pairs / 1e9")
+row ingest produced "$(calc "$produced / $loop_s")" records/s "2 processes x $flood_pairs pairs in $loop_s s (wall)"
+row ingest delivered "$(calc "($produced - $dropped) / $loop_s")" records/s "over the same time"
+row ingest dropped "$dropped" records "$(calc "$dropped * 100 / $produced")% of $produced; ranges decoded $(summary events "$work/flood")"
+
+# ---------- table ----------
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+echo
+echo "machine: nproc $(nproc), $cpu, load average $load, $(uname -r)"
+{
+  echo "section|figure|value|unit|ratio / note"
+  echo "-------|------|-----|----|------------"
+  cat "$rows"
+} | column -t -s '|'

@@ -1,0 +1,20 @@
+// Fuzz entry points shared by the libFuzzer binary (clang) and the corpus replayer
+// (any compiler), so that CI exercises the same code with or without clang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace torchprof::fuzz {
+
+// The first input byte picks what the rest is:
+//   0  a whole capture file (capture reader, decoder, analysis)
+//   1  one frame body as it comes off the wire (FrameHeader + zstd bytes)
+//   2  raw 32-byte record slots, compressed here into a frame, so the fuzzer
+//      explores the records rather than zstd
+// The frame modes wrap the bytes into a valid capture (header, Hello, Frame, Bye).
+enum class Mode : uint8_t { kCapture = 0, kFrameBody = 1, kRawRecords = 2 };
+
+int run_one(const uint8_t* data, size_t size);
+
+}  // namespace torchprof::fuzz

@@ -1,0 +1,296 @@
+"""report.html end to end: a program runs under torchprof-run, the page it leaves is
+checked offline (self-contained, its data matches table.txt) and then loaded in headless
+Chromium: the page's script must finish without errors (it says so in #tp-status), draw
+timeline events and fill the table with table.txt's rows, and a screenshot must show
+more than a blank page.
+
+Chromium is required (scripts/setup.sh installs it); TP_CHROMIUM names another binary.
+A copy of each screenshot is kept as $TP_TMP_DIR/report_<scenario>.png."""
+
+import html
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+
+import tp
+from tp import check, check_eq
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--enable-logging=stderr", "--v=0", "--window-size=1400,1000",
+                  "--virtual-time-budget=5000"]
+
+
+def chromium():
+    path = os.environ.get("TP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    check(os.access(path, os.X_OK),
+          f"Chromium is required for the report.html test and was not found ({path}); "
+          "install it with scripts/setup.sh (apt-get install chromium) or set TP_CHROMIUM")
+    return path
+
+
+def run_chromium(page, extra, what):
+    profile = tp.fresh_dir("chromium_profile")
+    argv = [chromium()] + CHROMIUM_FLAGS + [f"--user-data-dir={profile}"] + extra + ["file://" + page]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          timeout=120)
+    err = proc.stderr.decode("utf-8", "replace")
+    check_eq(proc.returncode, 0, f"exit code of chromium ({what}); stderr:\n{err[-3000:]}")
+    console = [line for line in err.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    check(not console, f"the page wrote to the console ({what}):\n" + "\n".join(console[:20]))
+    return proc.stdout.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------
+# The file itself
+
+
+def page_data(text):
+    m = re.search(r'<script type="application/json" id="tp-data">(.*?)</script>', text, re.S)
+    check(m, "report.html has no <script type=\"application/json\" id=\"tp-data\">")
+    try:
+        return json.loads(m.group(1))
+    except ValueError as e:
+        raise tp.CheckFailed(f"the data block of report.html is not valid JSON: {e}")
+
+
+def check_self_contained(text):
+    check(text.startswith("<!DOCTYPE html>"), "report.html does not start with <!DOCTYPE html>")
+    for pattern, what in [(r"<script[^>]*\ssrc\s*=", "an external script"),
+                          (r"<link\b", "a <link> element"),
+                          (r"<img\b", "an image"),
+                          (r"@import", "a CSS @import"),
+                          (r"url\(\s*['\"]?(https?:|//)", "a CSS url() to the network"),
+                          (r"https?://", "a network address"),
+                          (r"\bfetch\(|XMLHttpRequest", "a network request")]:
+        m = re.search(pattern, text)
+        check(not m, f"report.html must be self-contained but has {what}: {text[max(0, m.start() - 60):m.end() + 60]!r}"
+              if m else "")
+    check(text.count("</script>") == 2, f"report.html should have 2 <script> elements, has {text.count('</script>')}")
+
+
+def table_names(result):
+    """Row names of table.txt, as printed (torch truncates long names)."""
+    return [r["Name"] for r in tp.parse_torch_table(result.table).rows]
+
+
+def torch_display(name):
+    return name if len(name) < 52 else name[:52] + "..."
+
+
+def check_data(result, data):
+    slices = data["slices"]
+    check(len(slices) % 6 == 0 and slices, "timeline slices missing or not 6 numbers each")
+    n = len(slices) // 6
+    tracks = data["tracks"]
+    for i in range(n):
+        track, lane, name, cat, start, dur = slices[6 * i:6 * i + 6]
+        check(0 <= track < len(tracks), f"slice {i}: track {track} out of range")
+        check(0 <= lane < tracks[track]["lanes"], f"slice {i}: lane {lane} >= lanes of its track")
+        check(0 <= name < len(data["names"]), f"slice {i}: name {name} out of range")
+        check(dur >= 0 and start >= 0, f"slice {i}: start {start} / dur {dur}")
+    events = sum(p["events"] for p in result.summary["processes"])
+    gpu = data["meta"]["gpu_events"]
+    check_eq(n + data["omitted_slices"], events + gpu, "timeline slices + omitted = CPU events + GPU records")
+    table_rows = data["table"]["rows"]
+    check_eq([torch_display(r["cells"][0]) for r in table_rows], table_names(result),
+             "the page's table rows (names, in order) against table.txt")
+    header = tp.parse_torch_table(result.table).columns
+    check_eq(data["table"]["columns"], header, "the page's table columns against table.txt")
+    txt = tp.parse_torch_table(result.table)
+    for r in table_rows:
+        row = txt.row(torch_display(r["cells"][0]))
+        check_eq(r["cells"][1:], [row[c] for c in header[1:]], f"cells of row {r['cells'][0]!r}")
+    check_eq(len(data["steps"]), sum(p["steps"] for p in result.summary["processes"]), "steps in the page")
+    return n
+
+
+# ---------------------------------------------------------------------------
+# In the browser
+
+
+def status_attrs(dom):
+    m = re.search(r'<div id="tp-status"([^>]*)>', dom)
+    check(m, "no #tp-status element in the DOM Chromium dumped")
+    return {k: html.unescape(v) for k, v in re.findall(r'([\w-]+)="([^"]*)"', m.group(1))}
+
+
+def check_dom(dom, table_rows, expect_sections):
+    attrs = status_attrs(dom)
+    check_eq(attrs.get("data-status"), "ok", "#tp-status data-status (the page's script reports errors there)")
+    drawn = int(attrs.get("data-timeline-events", "0"))
+    check(drawn > 0, f"the timeline drew no events (data-timeline-events={drawn})")
+    check_eq(int(attrs.get("data-table-rows", "-1")), table_rows, "table rows the page shows")
+    m = re.search(r'<table class="ops" id="tp-table">.*?<tbody>(.*?)</tbody>', dom, re.S)
+    check(m, "no operator table in the DOM")
+    check_eq(m.group(1).count("<tr>"), table_rows, "<tr> rows in the operator table")
+    check('<canvas id="tp-timeline"' in dom, "no timeline canvas in the DOM")
+    for title in expect_sections:
+        check(f"<h2>{title}</h2>" in dom, f"section {title!r} missing from the page")
+    return drawn
+
+
+def png_pixels(path):
+    """(width, height, rows of RGBA bytes) of an 8-bit RGB/RGBA PNG, stdlib only."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG")
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color_type, _, _, interlace = header
+    check(depth == 8 and color_type in (2, 6) and interlace == 0,
+          f"unexpected PNG format depth={depth} color_type={color_type} interlace={interlace}")
+    bpp = 4 if color_type == 6 else 3
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 255
+            elif kind == 2:
+                line[x] = (line[x] + b) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, height, bpp, rows
+
+
+def check_screenshot(path):
+    check(os.path.isfile(path), f"Chromium wrote no screenshot at {path}")
+    size = os.path.getsize(path)
+    check(size > 20_000, f"screenshot {path} is only {size} bytes")
+    width, height, bpp, rows = png_pixels(path)
+    check_eq((width, height), (1400, 1000), "screenshot size")
+    colours = set()
+    for y in range(0, height, 4):
+        row = rows[y]
+        for x in range(0, width * bpp, 4 * bpp):
+            colours.add(row[x:x + 3])
+    check(len(colours) > 50, f"screenshot has only {len(colours)} distinct colours: a blank or broken page")
+    return len(colours)
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+
+
+def check_report(result, scenario, expect_sections=()):
+    page = result.file("report.html")
+    check(os.path.isfile(page), f"no report.html in {result.out_dir}")
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    check_self_contained(text)
+    data = page_data(text)
+    slices = check_data(result, data)
+    dom = run_chromium(page, ["--dump-dom"], "dump-dom")
+    table_rows = len(data["table"]["rows"])
+    drawn = check_dom(dom, table_rows, ("Timeline", "Top ops by self CPU time") + tuple(expect_sections))
+    shot = os.path.join(result.out_dir, "report.png")
+    run_chromium(page, [f"--screenshot={shot}"], "screenshot")
+    colours = check_screenshot(shot)
+    keep = os.path.join(os.environ.get("TP_TMP_DIR") or os.path.dirname(result.out_dir), f"report_{scenario}.png")
+    shutil.copyfile(shot, keep)
+    print(f"{scenario}: {slices} slices, {drawn} drawn, {table_rows} table rows, {colours} colours; "
+          f"screenshot {keep}")
+    return data
+
+
+def demo():
+    result = tp.profile("demo_train", options=["--row-limit", "0"])
+    data = check_report(result, "demo")
+    check(not data["meta"]["has_gpu"], "demo_train has no GPU data")
+
+
+def report_again():
+    """torchprof report writes report.html too, and honours --row-limit there as in table.txt."""
+    first = tp.profile("demo_train")
+    again = tp.fresh_dir("report_again")
+    result = tp.run_report([first.out_dir, "-o", again, "--row-limit", "5", "-q"])
+    check_eq(result.rc, 0, "exit code of torchprof report")
+    result.out_dir = again
+    data = check_report(result, "report_again")
+    check_eq(len(data["table"]["rows"]), 5, "rows with --row-limit 5")
+
+
+def warnings_banner():
+    """Warnings (here a schedule that records nothing of a short run) reach the banner."""
+    result = tp.profile("nvtx_steps", options=["--schedule", "wait=1,warmup=1,active=1,skip_first=100"])
+    page = result.file("report.html")
+    with open(page, encoding="utf-8") as f:
+        data = page_data(f.read())
+    summary_warnings = result.summary.get("warnings", [])
+    check(summary_warnings, "expected summary.json to carry a warning for this schedule")
+    for w in summary_warnings:
+        check(w in data["warnings"], f"warning {w!r} is not in the page's banner: {data['warnings']}")
+    dom = run_chromium(page, ["--dump-dom"], "dump-dom")
+    check('id="tp-warnings"' in dom, "the warnings banner is missing from the page")
+    check_eq(status_attrs(dom).get("data-status"), "ok", "#tp-status data-status")
+
+
+def fake_cupti():
+    path = os.environ.get("TP_FAKE_CUPTI_LIB") or tp.lib_path("fake_cupti/libfake_cupti.so")
+    check(os.path.isfile(path), f"fake libcupti not built: {path}")
+    return path
+
+
+def run_gpu(workload):
+    out_dir = os.path.join(tp.fresh_dir("html_gpu_" + workload), "out")
+    env = dict(os.environ, TORCHPROF_CUPTI_LIB=fake_cupti())
+    env.pop("FAKE_CUPTI_FAIL", None)
+    result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), workload], timeout=120, env=env)
+    result.out_dir = out_dir
+    check_eq(result.rc, 0, "exit code of torchprof-run gpu_workload " + workload)
+    return result
+
+
+def gpu():
+    result = run_gpu("steps")
+    data = check_report(result, "gpu", ("GPU busy and idle per step", "Top GPU kernels and copies by self CUDA time"))
+    check(data["meta"]["has_gpu"], "gpu_workload steps: has_gpu")
+    check({t["kind"] for t in data["tracks"]} >= {"cpu", "cuda_api", "gpu"},
+          f"track kinds: {[t['kind'] for t in data['tracks']]}")
+    check_eq(len(data["gpu_steps"]), 4, "GPU busy/idle rows (one per step)")
+    for s in data["gpu_steps"]:
+        # Each step runs _Z7forwardPf 500us and _Z8backwardPf 1000us.
+        check_eq(s["busy"], 1_500_000, f"busy ns of {s['step']}")
+        check(s["idle"] >= 0, f"idle ns of {s['step']}")
+    kernels = {k["name"] for k in data["top_kernels"]}
+    check(len(kernels) == 2, f"top kernels: {kernels}")
+
+
+def gpu_memory():
+    result = run_gpu("memory")
+    data = check_report(result, "gpu_memory", ("Device memory over time",))
+    points = [p for s in data["memory"] for p in s["points"]]
+    check(points, "no memory points in the page")
+    check_eq(max(p[1] for p in points), 6291456, "peak of the memory series (b + c)")
+    check_eq(points[-1][1], 0, "memory at the end")
+
+
+SCENARIOS = {"demo": demo, "report_again": report_again, "warnings": warnings_banner,
+             "gpu": gpu, "gpu_memory": gpu_memory}
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main(SCENARIOS))

@@ -1,0 +1,194 @@
+"""`cmake --install` gives a relocatable tree: it is installed into a temporary prefix,
+copied elsewhere, and the copy's torchprof-run profiles a program (finding its library
+and Python bootstrap relative to itself). Also: the man pages render without warnings,
+the bash completion offers subcommands and options, --version names the build, and
+colour codes never reach a pipe.
+
+Needs TP_CMAKE (the cmake that configured the build) besides tp.py's variables."""
+
+import glob
+import os
+import shutil
+import subprocess
+
+import tp
+from tp import check, check_eq
+
+MAN_PAGES = ["torchprof.1", "torchprof-run.1", "torchprof-report.1", "torchprof-diff.1", "torchprof-check.1"]
+
+
+def build_dir():
+    return os.path.dirname(os.path.abspath(tp.bin_path("")))
+
+
+def install(prefix):
+    cmake = os.environ.get("TP_CMAKE") or shutil.which("cmake")
+    check(cmake, "cmake not found (TP_CMAKE unset)")
+    proc = subprocess.run([cmake, "--install", build_dir(), "--prefix", prefix],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_eq(proc.returncode, 0, "cmake --install exit code: " + proc.stdout.decode(errors="replace")[-3000:])
+
+
+def installed_copy():
+    """Installs, then copies the tree elsewhere and removes the original prefix."""
+    prefix = os.path.join(tp.fresh_dir("install"), "prefix")
+    install(prefix)
+    for rel in ["bin/torchprof", "bin/torchprof-run", "lib/libtorchprof_inject.so",
+                "share/bash-completion/completions/torchprof", "share/bash-completion/completions/torchprof-run"] + \
+               ["share/man/man1/" + m for m in MAN_PAGES]:
+        check(os.path.isfile(os.path.join(prefix, rel)), f"{rel} not installed under {prefix}")
+    if os.path.isdir(os.path.join(tp.bin_path(".."), "share", "torchprof", "python")):
+        check(os.path.isfile(os.path.join(prefix, "share/torchprof/python/sitecustomize.py")),
+              "share/torchprof/python/sitecustomize.py not installed")
+    moved = os.path.join(tp.fresh_dir("relocated"), "tree")
+    shutil.copytree(prefix, moved, symlinks=True)
+    shutil.rmtree(prefix)
+    return moved
+
+
+def clean_env():
+    """No variable that could point back at the build tree."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPROF_")}
+    env["PATH"] = "/usr/bin:/bin"
+    return env
+
+
+def relocated_run():
+    tree = installed_copy()
+    out_dir = os.path.join(tp.fresh_dir("install_out"), "out")
+    prog = tp.program("nvtx_nested")
+    argv = [os.path.join(tree, "bin", "torchprof-run"), "-o", out_dir, "--", prog]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=90, env=clean_env(),
+                          stdin=subprocess.DEVNULL)
+    result = tp.Result(argv, proc, out_dir, 0)
+    tp._last_result = result
+    check_eq(result.rc, 0, "exit code of the relocated torchprof-run")
+    procs = tp.processes_with_events(result.summary)
+    check(procs and sum(p["events"] for p in procs) > 0, "the relocated run recorded no events")
+    check(os.path.isfile(result.file("report.html")), "no report.html from the relocated run")
+    # The Python bootstrap comes from the copied tree too.
+    py_dir = os.path.join(tree, "share", "torchprof", "python")
+    if os.path.isdir(py_dir):
+        script = os.path.join(tp.fresh_dir("py"), "prog.py")
+        with open(script, "w") as f:
+            f.write("import sys\nprint([p for p in sys.path if 'torchprof' in p])\n")
+        out2 = os.path.join(tp.fresh_dir("install_py"), "out")
+        proc = subprocess.run([os.path.join(tree, "bin", "torchprof-run"), "-q", "-o", out2, "--",
+                               "/usr/bin/python3", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=90, env=clean_env())
+        check_eq(proc.returncode, 0, "exit code of the relocated Python run: " + proc.stderr.decode(errors="replace"))
+        check(os.path.realpath(py_dir) in proc.stdout.decode(),
+              f"the bootstrap on sys.path is not the copied tree's: {proc.stdout.decode()!r}")
+
+
+def man_pages():
+    tree = installed_copy()
+    man = shutil.which("man")
+    pages = sorted(glob.glob(os.path.join(tree, "share", "man", "man1", "*.1")))
+    check_eq(sorted(os.path.basename(p) for p in pages), sorted(MAN_PAGES), "installed man pages")
+    if man is None:
+        print("man is not installed: rendering not checked")
+        return
+    env = dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8")
+    for page in pages:
+        proc = subprocess.run([man, "--warnings", "-l", page], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=60, env=env)
+        check_eq(proc.returncode, 0, f"man -l {page} exit code")
+        check_eq(proc.stderr.decode(errors="replace"), "", f"warnings of man --warnings -l {page}")
+        text = proc.stdout.decode(errors="replace")
+        check(len(text) > 800 and "NAME" in text, f"{page} rendered to almost nothing")
+
+
+def help_options(args):
+    proc = subprocess.run([tp.bin_path("torchprof")] + args + ["--help"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, f"torchprof {' '.join(args)} --help")
+    text = proc.stdout.decode()
+    return text, sorted({w.strip(",") for w in text.split() if w.startswith("--") and len(w) > 2 and
+                         w[2].isalpha()})
+
+
+def man_documents_options():
+    """Every long option --help lists is in the man page of its command."""
+    with_pages = {"run": "torchprof-run.1", "report": "torchprof-report.1", "diff": "torchprof-diff.1",
+                  "check": "torchprof-check.1"}
+    man_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "man")
+    for sub, page in with_pages.items():
+        _, options = help_options([sub])
+        with open(os.path.join(man_dir, page), encoding="utf-8") as f:
+            text = f.read().replace("\\-", "-")
+        missing = [o for o in options if o not in text]
+        check(not missing, f"man/{page} does not document {missing}")
+    with open(os.path.join(man_dir, "torchprof-run.1"), encoding="utf-8") as f:
+        run_page = f.read().replace("\\-", "-").replace("\\_", "_")
+    env_h = os.path.join(man_dir, "..", "formats", "wire", "env.h")
+    with open(env_h, encoding="utf-8") as f:
+        variables = [line.split('"')[1] for line in f if 'constexpr const char*' in line]
+    missing = [v for v in variables if v not in run_page]
+    check(not missing, f"man/torchprof-run.1 ENVIRONMENT does not document {missing}")
+
+
+def complete(tree, words):
+    """What the installed bash completion offers for `words` (the last one being completed)."""
+    script = os.path.join(tree, "share", "bash-completion", "completions", "torchprof")
+    bash = f"""
+source {script!r}
+COMP_WORDS=({' '.join(repr(w) for w in words)})
+COMP_CWORD={len(words) - 1}
+COMP_LINE={' '.join(words)!r}
+COMP_POINT=${{#COMP_LINE}}
+_torchprof
+printf '%s\\n' "${{COMPREPLY[@]}}"
+"""
+    env = dict(os.environ, PATH=os.path.join(tree, "bin") + ":/usr/bin:/bin")
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", bash], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=30, env=env)
+    check_eq(proc.stderr.decode(errors="replace"), "", f"stderr of the completion for {words}")
+    return set(proc.stdout.decode().split())
+
+
+def completion():
+    tree = installed_copy()
+    check_eq(complete(tree, ["torchprof", ""]) >= {"run", "report", "diff", "check"}, True,
+             "subcommands offered for `torchprof <TAB>`")
+    check_eq(complete(tree, ["torchprof", "re"]), {"report"}, "completion of `torchprof re`")
+    run_opts = complete(tree, ["torchprof-run", "--"])
+    check({"--output", "--schedule", "--sort", "--row-limit", "--help", "--version"} <= run_opts,
+          f"options offered for `torchprof-run --<TAB>`: {sorted(run_opts)}")
+    check({"--format", "--output"} <= complete(tree, ["torchprof", "report", "--"]), "report options")
+    check_eq(complete(tree, ["torchprof", "run", "--sort", "self_c"]), {"self_cpu_time_total", "self_cuda_time_total"},
+             "values of --sort")
+    check("--fail-on-regression" in complete(tree, ["torchprof", "diff", "--f"]), "diff options")
+    # After the program, options belong to it: ours are not offered.
+    after = complete(tree, ["torchprof-run", "./app", "--s"])
+    check("--schedule" not in after, f"torchprof's options offered after the program: {sorted(after)}")
+
+
+def version():
+    proc = subprocess.run([tp.bin_path("torchprof"), "--version"], stdout=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, "torchprof --version exit code")
+    text = proc.stdout.decode()
+    lines = text.strip().splitlines()
+    check(lines and lines[0].startswith("torchprof ") and lines[0].split()[1][0].isdigit(),
+          f"first line of --version: {text!r}")
+    for key in ("commit:", "compiler:", "build type:"):
+        check(any(line.startswith(key) for line in lines), f"--version has no {key!r} line: {text!r}")
+    run = subprocess.run([tp.bin_path("torchprof-run"), "--version"], stdout=subprocess.PIPE, timeout=30)
+    check_eq(run.stdout.decode(), text, "torchprof-run --version")
+    help_text, _ = help_options([])
+    check("Examples:" in help_text, "torchprof --help has no examples")
+
+
+def no_color_on_pipes():
+    """Log lines on a pipe carry no ANSI escapes (colour is for terminals only)."""
+    result = tp.profile("demo_train", options=["--log-level", "debug"])
+    check(result.stderr, "expected log output on stderr")
+    check(b"\x1b[" not in result.stderr, "ANSI escape codes on a pipe: " + repr(result.stderr[:300]))
+
+
+SCENARIOS = {"relocated_run": relocated_run, "man_pages": man_pages,
+             "man_documents_options": man_documents_options, "completion": completion,
+             "version": version, "no_color": no_color_on_pipes}
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main(SCENARIOS))
