@@ -3,7 +3,7 @@
 // The loop is timed by the program; scripts/bench.sh times the whole process too
 // (tool start, collection and analysis included).
 //
-//   e2e_ranges [RANGES=2000000] [WORK=250]
+//   e2e_ranges [RANGES=2000000] [WORK=800]
 //
 // Prints `loop_s` (wall), `loop_cpu_s` (CPU time of the whole process during the
 // loop: an injection's background threads count), `ranges_per_s` (by wall) and
@@ -18,7 +18,7 @@ static const char* const kNames[] = {"step", "forward", "backward", "optimizer",
 
 int main(int argc, char** argv) {
   long ranges = (long)bench_arg(argc, argv, 1, 2000000);
-  uint64_t work = (uint64_t)bench_arg(argc, argv, 2, 250);
+  uint64_t work = (uint64_t)bench_arg(argc, argv, 2, 800);
   if (ranges < 1) return 2;
   uint64_t acc = 0;
   nvtxRangePushA("warmup");

@@ -8,8 +8,9 @@
 #
 # Environment: QUICK=1 (sizes / 10), ANALYSIS_RANGES (default 10000000: the capture
 # analysed for speed and peak RSS), TORCH=0 (skip torch's own key_averages figures),
-# KEEP=1 (keep the work directory). Per-event figures use CPU time (the programs
-# measure it themselves): on a shared machine wall time varies with the load.
+# KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes).
+# Per-event figures use CPU time (the programs measure it themselves): on a shared
+# machine wall time varies with the load. Needs ~3.5 GB of memory for the analysis.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -134,7 +135,7 @@ if [[ $have_gpu_workload == 1 ]]; then
   gpu_args=()
   for ((i = 0; i < gpu_steps; ++i)); do gpu_args+=("$step"); done
   TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) \
-    tool -o "$work/gpu" -- "$build/tests/fake_cupti/gpu_workload" "${gpu_args[@]}" >/dev/null
+    tool -o "$work/gpu" -- "$bin/gpu_workload" "${gpu_args[@]}" >/dev/null
   "$bb/analysis_bench" "$work/gpu" "$work/an_gpu" >"$work/size_gpu"
   row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($(val "$work/size_gpu" events) events)"
   row size gpu_kineto_json "$(val "$work/size_gpu" kineto_bytes_per_event)" B/event "x$(calc "$(val "$work/size_gpu" kineto_bytes_per_event) / $(val "$work/size_gpu" capture_bytes_per_event)") the capture"
@@ -145,7 +146,8 @@ fi
 # ---------- 4. analysis ----------
 echo "[4/5] analysis of $analysis_ranges ranges" >&2
 work_iters=40
-TORCHPROF_BUFFER_KB=65536 tool -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
+# A ring that holds the whole capture run: the figure is about analysis, not drops.
+TORCHPROF_BUFFER_KB=$(( analysis_ranges * 2 * 32 / 1024 + 65536 > 1048576 ? 1048576 : analysis_ranges * 2 * 32 / 1024 + 65536 )) tool -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
 "$bb/analysis_bench" "$work/big" "$work/an_big" >"$work/an"
 timed "$work/report" "$bin/torchprof" report "$work/big" -q -o "$work/report_out"
 ev=$(val "$work/an" events)
@@ -164,6 +166,8 @@ else
   row analysis torch_key_averages 15 us/event "torch not measured: REFERENCE.md's figure"
 fi
 row analysis note - - "100M events not run (too slow for a session); RSS grows linearly (B/event above)"
+# The 10M-range capture and its traces take several GB: gone before the next section.
+[[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
 
 # ---------- 5. collector ingest ----------
 echo "[5/5] collector ingest: two flooding processes" >&2

@@ -113,7 +113,7 @@ def _flood_stats(text):
     return [int(g) for g in m.groups()]
 
 
-FLOOD_ITERATIONS = 1_000_000  # ~2.5 s of marks at 2 us apart
+FLOOD_ITERATIONS = 800_000  # 2-4 s of marks at 2 us apart
 
 
 def _flood(stop_launcher):
@@ -147,9 +147,11 @@ def stalled_collector():
     check_eq(procs[0]["events"] + dropped, emitted, "delivered + dropped == emitted")
     check_eq(procs[0].get("dropped"), dropped, "the process's dropped count")
     check(f"{dropped} events lost" in r.stderr_text, f"no '{dropped} events lost' after the table")
-    # Not held up: the stalled run's flood loop takes about as long as the baseline's.
-    check(wall < b_wall + 1.0e9, f"flood loop took {wall / 1e9:.2f}s vs {b_wall / 1e9:.2f}s without the stall")
+    # Not held up: no single NVTX call waited for the stalled collector (a wait would
+    # last most of the 2 s), and the loop took about as long as without the stall (loose:
+    # a shared 2-core machine stretches busy loops by tens of percent).
     check(max_gap < 0.5e9, f"one NVTX call took {max_gap / 1e6:.1f} ms")
+    check(wall < 1.5 * b_wall + 1.0e9, f"flood loop took {wall / 1e9:.2f}s vs {b_wall / 1e9:.2f}s without the stall")
     check(hwm < b_hwm + 16 * 1024, f"peak RSS {hwm} kB vs {b_hwm} kB without the stall")
 
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the whole tree with a sanitizer and runs ctest.
+#   scripts/sanitize.sh [address|thread]     default: address (ASan + UBSan)
+# address → build-asan, thread → build-tsan (next to the sources; BUILD_DIR overrides).
+# Extra ctest arguments through CTEST_ARGS, e.g. CTEST_ARGS="-L unit".
+#
+# The launcher, collector, formats and every unit test carry the sanitizer. The
+# injected library and the test programs it is preloaded into do not carry ASan (they
+# keep UBSan): ASan's runtime must come first in a process, and real targets (python3,
+# any binary) are not built with it; see inject/CMakeLists.txt. The inject library's
+# logic runs under ASan in its unit tests, and the fuzz targets use ASan through clang.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=${1:-address}
+jobs=${JOBS:-2}
+case $mode in
+  address) sanitize=address,undefined; build=${BUILD_DIR:-$root/build-asan} ;;
+  thread) sanitize=thread; build=${BUILD_DIR:-$root/build-tsan} ;;
+  *) echo "usage: scripts/sanitize.sh [address|thread]" >&2; exit 2 ;;
+esac
+
+cmake -S "$root" -B "$build" -G Ninja -DTORCHPROF_BUILD_TESTS=ON -DTORCHPROF_SANITIZE="$sanitize" \
+  -DTORCHPROF_LIBFUZZER=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j "$jobs"
+
+# Any report fails the test that produced it. Leaks are checked (ASan's default).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:exitcode=66:second_deadlock_stack=1}
+cd "$build"
+# shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
+ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:-}

@@ -1,0 +1,75 @@
+"""Writes the fuzz seed corpus (tests/fuzz/corpus) from a real capture:
+
+    python3 make_corpus.py CAPTURE.tprof OUT_DIR
+
+Each seed starts with the mode byte of tests/fuzz/fuzz_targets.h: 0 + the capture
+(whole, and a prefix that ends mid-chunk), 1 + each of the first frame bodies, and
+2 + hand-made raw records covering every record kind the decoder knows."""
+
+import os
+import struct
+import sys
+
+CHUNK = struct.Struct("<IIII")
+FRAME_CHUNK = 3
+
+
+def chunks(data):
+    pos = 24
+    while pos + CHUNK.size <= len(data):
+        ctype, conn, size, _ = CHUNK.unpack_from(data, pos)
+        yield ctype, conn, data[pos + CHUNK.size:pos + CHUNK.size + size]
+        pos += CHUNK.size + size
+
+
+def record(kind, extra=0, domain=0, name=0, ts=0, a=0, b=0):
+    return struct.pack("<BBHIQQQ", kind, extra, domain, name, ts, a, b)
+
+
+def string_record(sid, text):
+    raw = text.encode()
+    slots = (len(raw) + 31) // 32
+    return record(1, slots, 0, sid, 0, len(raw)) + raw.ljust(slots * 32, b"\0")
+
+
+def raw_records():
+    out = string_record(1, "ProfilerStep#0") + string_record(2, "work") + string_record(3, "dom")
+    out += record(7, domain=1, name=3)                               # domain
+    out += record(8, domain=1, name=2, a=5)                          # category
+    out += record(12, ts=900, a=1)                                   # thread start
+    out += record(2, domain=0, name=1, ts=1000)                      # push step
+    out += record(2, domain=1, name=2, ts=1100, a=5 | (1 << 32), b=7)  # push with payload
+    out += record(11, a=4 << 32, b=3)                                # payload
+    out += record(6, name=2, ts=1150)                                # mark
+    out += record(4, name=2, ts=1200, a=42)                          # start
+    out += record(3, domain=1, ts=1300)                              # pop
+    out += record(5, ts=1400, a=42)                                  # end
+    out += record(3, ts=1500)                                        # pop step
+    out += record(9, name=2, a=0, b=0)                               # thread name
+    out += record(32, domain=211, name=2, ts=1600, a=1700, b=9)      # cuda runtime
+    out += record(34, extra=2, domain=0, name=2, ts=1650, a=1750, b=9) + bytes(64)  # kernel
+    out += record(35, extra=1, ts=1760, a=1800, b=9) + bytes(32)     # memcpy
+    out += record(10, a=3, b=20)                                     # dropped
+    return out
+
+
+def main():
+    capture, out_dir = sys.argv[1], sys.argv[2]
+    os.makedirs(out_dir, exist_ok=True)
+    with open(capture, "rb") as f:
+        data = f.read()
+
+    def seed(name, mode, body):
+        with open(os.path.join(out_dir, name), "wb") as f:
+            f.write(bytes([mode]) + body)
+
+    seed("capture_whole", 0, data)
+    seed("capture_prefix", 0, data[:len(data) * 2 // 3])
+    frames = [body for ctype, _, body in chunks(data) if ctype == FRAME_CHUNK]
+    for i, body in enumerate(frames[:3]):
+        seed(f"frame_{i}", 1, body)
+    seed("records_all_kinds", 2, raw_records())
+
+
+if __name__ == "__main__":
+    main()
