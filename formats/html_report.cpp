@@ -260,7 +260,7 @@ bool is_device_kind(const std::string& kind) {
   return kind == "kernel" || kind == "memcpy" || kind == "memset";
 }
 
-// The longest rows by `key` (a table sort key) among ops `keep` accepts.
+// The longest rows by `key` (a table sort key): device rows (kernels, copies, sets) or the others.
 Json top_json(const Run& run, const std::string& key, bool device, size_t n) {
   const TableRows sorted = make_table_rows(run.ops, run.has_gpu, {key, 0});
   Json out = Json::array();

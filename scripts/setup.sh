@@ -35,10 +35,8 @@ cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 if [[ ! -f $cuda_root/include/nvtx3/nvToolsExt.h || ! -f $cuda_root/include/cupti.h ]]; then
   cat >&2 <<MSG
 setup.sh: the CUDA toolkit was not found at $cuda_root (need include/nvtx3/ and include/cupti.h).
-  Install it from NVIDIA's repository (https://developer.nvidia.com/cuda-downloads), e.g. on Debian 12:
-    wget https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
-    sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update
-    sudo apt-get install -y cuda-nvtx-13-0 cuda-cupti-dev-13-0 cuda-cudart-dev-13-0
+  Install NVIDIA's CUDA toolkit packages for this distribution (the NVTX, CUPTI and cudart
+  development packages are enough; no driver or GPU is needed),
   or point CUDAToolkit_ROOT at an existing toolkit.
 MSG
   exit 1

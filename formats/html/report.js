@@ -128,7 +128,7 @@
     D.gpu_steps.forEach(function (s) { max = Math.max(max, s.busy + s.idle); });
     var grid = el("div", "bars");
     D.gpu_steps.forEach(function (s) {
-      var name = (multi ? "pid " + s.pid + " " : "") + s.step + " \u00b7 GPU " + s.device;
+      var name = (multi ? "pid " + s.pid + " " : "") + (s.step || "whole process") + " \u00b7 GPU " + s.device;
       grid.appendChild(el("div", "label", name));
       var track = el("div", "track"), busy = el("div", "fill busy"), idle = el("div", "fill idle");
       var total = s.busy + s.idle;
@@ -164,10 +164,15 @@
     });
     function draw() {
       var g = setupCanvas(canvas, 220), ctx = g.ctx, left = 70, right = g.w - 12, top = 10, bottom = g.h - 24;
-      var tMax = Math.max(D.meta.duration_ns, 1), yMax = 1;
-      series.forEach(function (s) { s.points.forEach(function (p) { tMax = Math.max(tMax, p[0]); yMax = Math.max(yMax, p[1]); }); });
+      var tMin = Infinity, tMax = -Infinity, yMax = 1;
+      series.forEach(function (s) {
+        s.points.forEach(function (p) { tMin = Math.min(tMin, p[0]); tMax = Math.max(tMax, p[0]); yMax = Math.max(yMax, p[1]); });
+      });
+      // The span of the memory events, with a margin so that the first and last steps show.
+      var pad = Math.max((tMax - tMin) * 0.05, 1000);
+      tMin = Math.max(0, tMin - pad); tMax += pad;
       yMax *= 1.08;
-      function X(t) { return left + (right - left) * t / tMax; }
+      function X(t) { return left + (right - left) * (t - tMin) / (tMax - tMin); }
       function Y(v) { return bottom - (bottom - top) * v / yMax; }
       ctx.font = "11px system-ui, sans-serif";
       ctx.fillStyle = "#667085";
@@ -177,13 +182,13 @@
         ctx.beginPath(); ctx.moveTo(left, Y(v) + 0.5); ctx.lineTo(right, Y(v) + 0.5); ctx.stroke();
         ctx.textAlign = "right"; ctx.fillText(fmtBytes(v), left - 6, Y(v) + 4);
       }
-      var xs = niceStep(tMax, 8);
+      var xs = niceStep(tMax - tMin, 8);
       ctx.textAlign = "center";
-      for (var t = 0; t <= tMax; t += xs) ctx.fillText(fmtTime(t), X(t), g.h - 8);
+      for (var t = Math.ceil(tMin / xs) * xs; t <= tMax; t += xs) ctx.fillText(fmtTime(t), X(t), g.h - 8);
       series.forEach(function (s) {
         ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.beginPath();
         var last = 0;
-        ctx.moveTo(X(0), Y(0));
+        ctx.moveTo(X(tMin), Y(0));
         s.points.forEach(function (p) { ctx.lineTo(X(p[0]), Y(last)); ctx.lineTo(X(p[0]), Y(p[1])); last = p[1]; });
         ctx.lineTo(X(tMax), Y(last));
         ctx.stroke();
@@ -248,11 +253,13 @@
     renderWarnings(root, D);
     var timeline = window.TorchprofTimeline(root, D, { el: el, card: card, fmtTime: fmtTime, hashColor: hashColor,
       niceStep: niceStep, setupCanvas: setupCanvas });
-    var grid = el("div", "grid2");
+    var grid = el("div", D.meta.has_gpu ? "grid2" : "grid1");
     root.appendChild(grid);
     renderBars(grid, "Top ops by self CPU time", D.top_ops, null, "No CPU ops were recorded.");
-    renderBars(grid, "Top GPU kernels and copies by self CUDA time", D.top_kernels, null,
-      D.meta.has_gpu ? "No GPU work in the recorded steps." : "No GPU data in this run.");
+    if (D.meta.has_gpu) {
+      renderBars(grid, "Top GPU kernels and copies by self CUDA time", D.top_kernels, null,
+        "No GPU work in the recorded steps.");
+    }
     renderGpuSteps(root, D);
     renderMemory(root, D);
     var tableRows = renderTable(root, D);
@@ -271,7 +278,7 @@
     var bar = u.el("div", "toolbar"), select = u.el("select"), reset = u.el("button", null, "Show all");
     select.appendChild(new Option("Whole run", "-1"));
     D.steps.forEach(function (s, i) {
-      var label = (D.meta.processes.length > 1 ? "pid " + s.pid + " \u00b7 " : "") + s.name +
+      var label = (D.meta.processes.length > 1 ? "pid " + s.pid + " \u00b7 " : "") + (s.name || "whole process") +
         (s.recorded ? "" : " (" + s.action + ")") + " \u00b7 " + u.fmtTime(s.dur);
       select.appendChild(new Option(label, String(i)));
     });
@@ -291,7 +298,8 @@
     var S = D.slices, N = S.length / 6, GUTTER = 250, AXIS = 26, LANE = 16, PAD = 8;
     var CAT = ["range", "mark", "CUDA API", "kernel", "memcpy", "memset", "sync"];
     var tracks = D.tracks.map(function (t) { return { info: t, first: 0, count: 0, maxDur: 0, y: 0, h: 0 }; });
-    var end = Math.max(D.meta.duration_ns, 1);
+    // The view spans the events and steps; the run itself lasts longer (start-up, drain).
+    var end = N || D.steps.length ? 1 : Math.max(D.meta.duration_ns, 1);
     for (var i = 0; i < N; i++) {
       var t = tracks[S[6 * i]];
       if (t.count === 0) t.first = i;
@@ -309,7 +317,8 @@
 
     function color(nameIdx, cat) {
       var key = nameIdx * 8 + cat;
-      if (!colors[key]) colors[key] = u.hashColor(D.names[nameIdx] + (cat >= 3 ? "#gpu" : ""), cat === 2);
+      // Numbered names (ProfilerStep#3, layer_12) share a colour.
+      if (!colors[key]) colors[key] = u.hashColor(D.names[nameIdx].replace(/[#_]?\d+$/, "") + (cat >= 3 ? "#gpu" : ""), cat === 2);
       return colors[key];
     }
     // First slice of track t that may reach into [t0, ...): starts are sorted per track.

@@ -8,6 +8,7 @@ Needs TP_CMAKE (the cmake that configured the build) besides tp.py's variables."
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -104,8 +105,8 @@ def help_options(args):
                           stderr=subprocess.PIPE, timeout=30)
     check_eq(proc.returncode, 0, f"torchprof {' '.join(args)} --help")
     text = proc.stdout.decode()
-    return text, sorted({w.strip(",") for w in text.split() if w.startswith("--") and len(w) > 2 and
-                         w[2].isalpha()})
+    # Option lines only ("  -o,--output TEXT  ..."), not the descriptions or examples.
+    return text, sorted(set(re.findall(r"^\s+(?:-\w,)?(--[a-z][\w-]*)", text, re.M)))
 
 
 def man_documents_options():
@@ -156,8 +157,10 @@ def completion():
     check({"--output", "--schedule", "--sort", "--row-limit", "--help", "--version"} <= run_opts,
           f"options offered for `torchprof-run --<TAB>`: {sorted(run_opts)}")
     check({"--format", "--output"} <= complete(tree, ["torchprof", "report", "--"]), "report options")
-    check_eq(complete(tree, ["torchprof", "run", "--sort", "self_c"]), {"self_cpu_time_total", "self_cuda_time_total"},
+    check_eq(complete(tree, ["torchprof", "run", "--sort", "self_cpu_t"]), {"self_cpu_time_total"},
              "values of --sort")
+    check_eq(complete(tree, ["torchprof", "report", "--format", ""]), {"table", "csv", "json", "markdown"},
+             "values of --format")
     check("--fail-on-regression" in complete(tree, ["torchprof", "diff", "--f"]), "diff options")
     # After the program, options belong to it: ours are not offered.
     after = complete(tree, ["torchprof-run", "./app", "--s"])
