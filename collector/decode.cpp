@@ -72,7 +72,7 @@ class ConnDecoder {
         dctx_(dctx),
         proc_(proc),
         meter_(meter),
-        gpu_(proc, static_cast<int64_t>(conn.hello.real_ns) - static_cast<int64_t>(conn.hello.mono_ns)) {}
+        gpu_(proc, static_cast<int64_t>(conn.hello.real_ns - conn.hello.mono_ns)) {}
 
   void run() {
     wire::FrameHeader fh{};
@@ -109,7 +109,7 @@ class ConnDecoder {
     }
     std::memcpy(&fh, body_.data(), sizeof fh);
     if (fh.encoding != static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw) ||
-        fh.raw_size % wire::kSlotSize != 0 || uint64_t{fh.raw_size} > uint64_t{capture::kMaxChunkBody} * 64) {
+        fh.raw_size % wire::kSlotSize != 0 || uint64_t{fh.raw_size} > uint64_t{capture::kMaxChunkBody}) {
       return bad_frame();
     }
     raw_.resize(fh.raw_size);
@@ -170,9 +170,14 @@ class ConnDecoder {
     return strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
   }
 
+  // A damaged record's timestamp gives a wrong time, never undefined behaviour:
+  // wrapping arithmetic, then held within kMaxSpanNs of the Hello, so that durations
+  // and their sums stay far from int64 overflow.
   int64_t epoch(uint64_t ts) const {
-    return static_cast<int64_t>(ts) - static_cast<int64_t>(conn_.hello.mono_ns) +
-           static_cast<int64_t>(conn_.hello.real_ns);
+    constexpr int64_t kMaxSpanNs = int64_t{1} << 52;  // ~52 days
+    const auto base = static_cast<int64_t>(conn_.hello.real_ns & (~uint64_t{0} >> 2));
+    const auto t = static_cast<int64_t>(ts - conn_.hello.mono_ns + conn_.hello.real_ns);
+    return std::clamp(t, base - kMaxSpanNs, base + kMaxSpanNs);
   }
 
   void touch(ThreadState& t, int64_t ts) {

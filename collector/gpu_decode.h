@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -40,7 +41,12 @@ class GpuDecoder {
   bool any() const { return first_ != std::numeric_limits<int64_t>::max(); }
 
  private:
-  int64_t epoch(uint64_t ts) const { return static_cast<int64_t>(ts) + offset_; }
+  // A damaged timestamp gives a wrong time, never UB: wrapping arithmetic, held in
+  // [0, 2^61] so that differences and sums stay clear of int64 overflow.
+  int64_t epoch(uint64_t ts) const {
+    const auto t = static_cast<int64_t>(ts + static_cast<uint64_t>(offset_));
+    return t < 0 ? 0 : std::min(t, int64_t{1} << 61);
+  }
   void span(int64_t start, int64_t end);
   void kernel(const wire::Record& r, const uint8_t* extra, const std::string& name);
   void copy(const wire::Record& r, const uint8_t* extra, bool is_memset);

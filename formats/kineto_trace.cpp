@@ -492,10 +492,13 @@ class TraceWriter {
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
 };
 
+// A worker name becomes a file name inside traces/: no directory separators, and no
+// leading dot (no "..", no hidden files).
 std::string sanitize(std::string name) {
   for (char& c : name) {
     if (c == '/' || c == '\0') c = '_';
   }
+  if (!name.empty() && name[0] == '.') name[0] = '_';
   return name.empty() ? "worker" : name;
 }
 

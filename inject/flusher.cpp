@@ -1,11 +1,15 @@
 #include "inject/flusher.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <new>
 #include <vector>
@@ -25,6 +29,37 @@ using wire::Record;
 // Raw bytes per frame at most (1 MiB): well under wire::kMaxMessageBody even
 // when zstd cannot compress.
 constexpr uint32_t kFrameSlots = 32768;
+// Every this many flush intervals the flusher checks whether it is the last thread.
+constexpr uint32_t kLastThreadCheckEvery = 5;
+
+bool read_small_file(const char* path, char* buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+// True when the main thread has ended (pthread_exit: a zombie leader) and no thread
+// but this one is left. glibc ends a process with exit(0) when its last thread ends;
+// this thread would keep such a process alive for ever.
+bool only_flusher_left(int pid) {
+  char buf[1024];
+  if (!read_small_file("/proc/self/stat", buf, sizeof buf)) return false;
+  const char* p = strrchr(buf, ')');  // the command name may hold spaces
+  if (p == nullptr) return false;
+  // Fields after the name: state(3) … num_threads(20).
+  int field = 2;
+  for (; *p != '\0' && field < 20; ++p) field += *p == ' ';
+  if (field != 20 || atoi(p) > 2) return false;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", pid);
+  if (!read_small_file(path, buf, sizeof buf)) return true;  // the leader is gone entirely
+  p = strrchr(buf, ')');
+  return p != nullptr && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
 
 class Flusher {
  public:
@@ -43,6 +78,7 @@ class Flusher {
   void send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
   void send_bye(int32_t kind, int32_t status);
   void retire(ThreadBuffer* tb);
+  [[noreturn]] void end_orphaned_process();
 
   ProcessState* ps_;
   Connection conn_;
@@ -55,6 +91,7 @@ class Flusher {
   uint64_t retired_emitted_ = 0;  // totals of threads already freed
   uint64_t retired_dropped_ = 0;
   uint32_t handled_req_ = 0;
+  uint32_t loops_ = 0;
 };
 
 void Flusher::run() {
@@ -77,6 +114,7 @@ void Flusher::run() {
     }
     uint32_t req = ps_->req_seq.load(std::memory_order_acquire);
     bool final = req != handled_req_;
+    if (!final && ++loops_ % kLastThreadCheckEvery == 0 && only_flusher_left(ps_->pid)) end_orphaned_process();
     if (ps_->finished.load(std::memory_order_acquire)) {
       if (final) finish_request(ps_, handled_req_ = req);
       continue;
@@ -95,6 +133,16 @@ void Flusher::run() {
     handled_req_ = req;
     finish_request(ps_, req);
   }
+}
+
+void Flusher::end_orphaned_process() {
+  if (!ps_->finished.load(std::memory_order_acquire)) {
+    pump_gpu();
+    drain_all(/*final=*/true);
+    send_bye(static_cast<int32_t>(wire::ExitKind::kExit), 0);
+    ps_->finished.store(true, std::memory_order_release);
+  }
+  exit(0);  // what glibc does when the last thread ends: atexit handlers, then exit
 }
 
 void Flusher::drain_all(bool final) {

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Checks torchprof on a real GPU against references: a CUDA sample timed with CUDA
+# events and a PyTorch loop under torch.profiler. Run from the repository root:
+#   scripts/gpu-check.sh [BUILD_DIR]      (default: build; report under $OUT, default ./gpu-check-out)
+# Every step's failure is recorded in $OUT/report.txt and the next step runs;
+# each step has a time limit and the whole check stops starting steps after ~5 minutes.
+set -u
+
+BUILD=${1:-build}
+OUT=${OUT:-./gpu-check-out}
+PY=${PYTHON:-python3}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GPU_DIR="$HERE/gpu"
+DEADLINE=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-290}))
+MAX_KEEP_BYTES=$((20 * 1024 * 1024))
+
+mkdir -p "$OUT/work" || { echo "gpu-check: cannot create $OUT" >&2; exit 1; }
+OUT=$(cd "$OUT" && pwd)
+WORK="$OUT/work"
+REPORT="$OUT/report.txt"
+: >"$REPORT"
+declare -A WALL_NS=() RC=()
+FAILED_STEPS=()
+
+log() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+section() { log ""; log "===== $* ====="; }
+
+# run_step NAME LIMIT_S CMD...: output to $WORK/NAME.log, rc and wall time recorded, tail in the report.
+run_step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((DEADLINE - $(date +%s)))
+  if ((left < 10)); then
+    log "STEP $name: SKIPPED (time budget spent)"
+    RC[$name]=skipped
+    FAILED_STEPS+=("$name(skipped)")
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  local t0 t1 rc
+  t0=$(date +%s%N)
+  timeout --kill-after=5 "$limit" "$@" >"$WORK/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s%N)
+  WALL_NS[$name]=$((t1 - t0))
+  RC[$name]=$rc
+  local verdict=ok
+  ((rc == 124 || rc == 137)) && verdict="TIMEOUT after ${limit}s"
+  ((rc != 0)) && [[ $verdict == ok ]] && verdict="FAILED"
+  log "STEP $name: rc=$rc $verdict wall=$(((t1 - t0) / 1000000)) ms   ($*)"
+  tail -n 25 "$WORK/$name.log" | sed 's/^/    | /' | tee -a "$REPORT"
+  if ((rc != 0)); then
+    FAILED_STEPS+=("$name")
+    return 1
+  fi
+  return 0
+}
+
+find_nvcc() {
+  if command -v nvcc >/dev/null 2>&1; then
+    command -v nvcc
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    echo /usr/local/cuda/bin/nvcc
+  fi
+}
+
+record_environment() {
+  section "environment"
+  log "date: $(date -u +%FT%TZ)   host: $(hostname)   repo: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  log "build dir: $BUILD   out: $OUT"
+  log "kernel: $(uname -srm)   glibc: $(ldd --version 2>&1 | head -n1)"
+  log "--- nvidia-smi -L"
+  { nvidia-smi -L; } 2>&1 | tee -a "$REPORT"
+  { nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv; } 2>&1 | tee -a "$REPORT"
+  { nvidia-smi; } 2>&1 | grep -m1 "CUDA Version" | tee -a "$REPORT"
+  local nvcc
+  nvcc=$(find_nvcc)
+  log "nvcc: ${nvcc:-not found} $([[ -n $nvcc ]] && "$nvcc" --version 2>&1 | tail -n2 | tr '\n' ' ')"
+  log "python: $($PY --version 2>&1)"
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -n3 | tee -a "$REPORT"
+  log "cmake: $(cmake --version 2>&1 | head -n1)"
+}
+
+# The launcher and the injected library were built elsewhere: they may need only glibc and libstdc++.
+check_deps() {
+  section "runtime dependencies (readelf -d)"
+  local allowed=' libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1 libdl.so.2 libpthread.so.0 librt.so.1 ld-linux-x86-64.so.2 '
+  local lib inject
+  inject=$(find "$BUILD" -name libtorchprof_inject.so -type f 2>/dev/null | head -n1)
+  for lib in "$BUILD/bin/torchprof" "$BUILD/bin/torchprof-run" "${inject:-$BUILD/lib/libtorchprof_inject.so}"; do
+    if [[ ! -e $lib ]]; then
+      log "FAIL deps: $lib missing"
+      continue
+    fi
+    local real needed bad=""
+    real=$(readlink -f "$lib")
+    needed=$(readelf -d "$real" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    for n in $needed; do
+      [[ $allowed == *" $n "* ]] || bad+="$n "
+    done
+    if [[ -z $bad ]]; then log "PASS deps $lib: $needed"; else log "FAIL deps $lib: unexpected $bad(all: $needed)"; fi
+    if ldd "$real" 2>&1 | grep -q "not found"; then
+      log "FAIL ldd $lib:"
+      ldd "$real" 2>&1 | grep "not found" | sed 's/^/    /' | tee -a "$REPORT"
+    fi
+  done
+  run_step torchprof_version 20 "$BUILD/bin/torchprof" --version
+}
+
+# Summary, table and stats of a run side by side in $OUT; big traces and captures go, their sizes stay.
+collect_run() {
+  local run=$1 dir="$OUT/$1"
+  [[ -d $dir ]] || { log "FAIL $run: no output directory $dir"; return 1; }
+  local f
+  for f in summary.json table.txt stats.txt; do
+    if [[ -f $dir/$f ]]; then cp "$dir/$f" "$OUT/$run.$f"; else log "INFO $run: no $f"; fi
+  done
+  log "--- $run: output sizes"
+  du -sb "$dir"/* 2>/dev/null | sed 's/^/    /' | tee -a "$REPORT"
+  local big
+  for big in "$dir/traces" "$dir/capture.tprof" "$dir/report.html"; do
+    [[ -e $big ]] || continue
+    local size
+    size=$(du -sb "$big" | cut -f1)
+    if ((size > MAX_KEEP_BYTES)); then
+      rm -rf "$big"
+      log "    removed $big ($size bytes, over $MAX_KEEP_BYTES)"
+    fi
+  done
+  if [[ -f $dir/table.txt ]]; then
+    log "--- $run: table.txt (first 45 lines)"
+    head -n 45 "$dir/table.txt" | tee -a "$REPORT"
+  fi
+  if [[ -f $dir/stats.txt ]]; then
+    log "--- $run: stats.txt (first 60 lines)"
+    head -n 60 "$dir/stats.txt" | tee -a "$REPORT"
+  fi
+}
+
+wall_arg() {  # --wall LABEL=NS for steps that succeeded
+  local label=$1 step=$2
+  [[ ${RC[$step]:-x} == 0 ]] && printf -- '--wall\n%s=%s\n' "$label" "${WALL_NS[$step]}"
+}
+
+compare() {
+  local title=$1 summary=$2 ref=$3
+  shift 3
+  if [[ ! -f $summary || ! -f $ref ]]; then
+    log "FAIL compare $title: missing $([[ -f $summary ]] || echo "$summary ")$([[ -f $ref ]] || echo "$ref")"
+    return
+  fi
+  timeout 60 "$PY" "$GPU_DIR/compare.py" --title "$title" --summary "$summary" --reference "$ref" "$@" 2>&1 |
+    tee -a "$REPORT" "$OUT/compare_$title.txt"
+}
+
+check_sample() {
+  section "CUDA sample"
+  local nvcc arch cap
+  nvcc=$(find_nvcc)
+  if [[ -z $nvcc ]]; then
+    log "FAIL sample: nvcc not found (PATH, /usr/local/cuda/bin)"
+    return
+  fi
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+  if [[ $cap =~ ^[0-9]+$ ]]; then arch="-arch=sm_$cap"; else arch="-arch=native"; fi
+  run_step sample_build 120 "$nvcc" -O2 -std=c++17 "$arch" -lineinfo -o "$WORK/cuda_sample" \
+    "$GPU_DIR/cuda_sample.cu" -ldl || return
+  run_step sample_plain 60 "$WORK/cuda_sample" --out "$WORK/sample_ref_plain.json"
+  rm -rf "$OUT/sample_run"
+  run_step sample_torchprof 90 "$BUILD/bin/torchprof-run" -o "$OUT/sample_run" --stats -- \
+    "$WORK/cuda_sample" --out "$OUT/sample_ref.json"
+  collect_run sample_run
+  # The reference is the same execution's CUDA-event timings, so both see the same kernels.
+  local walls=()
+  mapfile -t walls < <(wall_arg plain sample_plain; wall_arg torchprof sample_torchprof)
+  compare sample "$OUT/sample_run/summary.json" "$OUT/sample_ref.json" "${walls[@]}"
+  [[ -f $WORK/sample_ref_plain.json ]] && cp "$WORK/sample_ref_plain.json" "$OUT/"
+}
+
+check_torch() {
+  section "PyTorch training loop"
+  local script="$GPU_DIR/torch_train.py"
+  run_step torch_plain 120 "$PY" "$script"
+  rm -rf "$OUT/torch_run" "$OUT/torch_run_noops"
+  # TORCHPROF_PYTORCH_OPS=nvtx: aten ops as NVTX ranges (emit_nvtx), for the top-ops comparison.
+  run_step torch_torchprof 150 env TORCHPROF_PYTORCH_OPS=nvtx "$BUILD/bin/torchprof-run" -o "$OUT/torch_run" \
+    --stats -- "$PY" "$script"
+  collect_run torch_run
+  run_step torch_torchprof_noops 120 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_run_noops" -- "$PY" "$script"
+  collect_run torch_run_noops
+  run_step torch_profiler 150 "$PY" "$script" --torch-profiler "$OUT/torch_ref.json"
+  local walls=()
+  mapfile -t walls < <(wall_arg plain torch_plain; wall_arg torchprof torch_torchprof
+    wall_arg torchprof-noops torch_torchprof_noops; wall_arg torch.profiler torch_profiler)
+  compare torch "$OUT/torch_run/summary.json" "$OUT/torch_ref.json" "${walls[@]}"
+  compare torch_noops "$OUT/torch_run_noops/summary.json" "$OUT/torch_ref.json"
+}
+
+main() {
+  record_environment
+  check_deps
+  check_sample
+  check_torch
+  section "verdicts"
+  grep -hE '^(PASS|FAIL)' "$REPORT" >"$OUT/verdicts.txt"
+  tee -a "$REPORT" <"$OUT/verdicts.txt"
+  log "failed steps: ${FAILED_STEPS[*]:-none}"
+  log "$(grep -c '^FAIL' "$REPORT") FAIL lines; full report: $REPORT"
+  du -sh "$OUT" | tee -a "$REPORT"
+}
+
+main
+exit 0
