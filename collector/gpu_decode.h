@@ -3,9 +3,9 @@
 // API-call records (32, 33) are timeline events and stay with decode.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <limits>
 #include <string>
 

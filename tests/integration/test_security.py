@@ -257,9 +257,19 @@ def _report_prefix(path, what):
     r = tp.run_report([path, "-o", out])
     r.out_dir = out
     check_eq(r.rc, 0, f"exit code of torchprof report on {what}")
-    check("capture truncated at byte" in r.stderr_text or "ends early" in r.stderr_text,
-          f"no note that {what} ends early: {r.stderr_text!r}")
+    text = r.stdout.decode("utf-8", "replace") + r.stderr_text
+    check("capture truncated at byte" in text or "ends early" in text, f"no note that {what} ends early: {text!r}")
     return r
+
+
+def _first_frame_body(data):
+    pos = 24  # FileHeader
+    while pos + 16 <= len(data):
+        ctype, _conn, size, _check = struct.unpack_from("<IIII", data, pos)
+        if ctype == 3:
+            return pos + 16
+        pos += 16 + size
+    raise tp.CheckFailed("the capture holds no frame")
 
 
 def report_bad_inputs():
@@ -284,7 +294,7 @@ def report_bad_inputs():
     r = _report_prefix(write("truncated.tprof", data[:len(data) - 7]), "a truncated capture")
     check(r.summary.get("processes") is not None, "no processes in the prefix's summary")
     corrupt = bytearray(data)
-    corrupt[len(data) // 2] ^= 0xFF
+    corrupt[_first_frame_body(data) + 3] ^= 0xFF
     _report_prefix(write("corrupt.tprof", bytes(corrupt)), "a corrupted capture")
 
 
