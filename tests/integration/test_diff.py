@@ -140,13 +140,15 @@ def new_and_gone():
 @retried
 def per_step():
     a, b = demo_pair((10, 0), (20, 0))
-    r = torchprof(["diff", a, b, "--fail-on-regression", "--min-time", MIN_TIME])
+    # Per run, the 20-step program has +100% of everything; per step, nothing changed.
+    # The threshold and floor only keep scheduler noise on a shared machine out.
+    r = torchprof(["diff", a, b, "--fail-on-regression", "--threshold", "35", "--min-time", "1500us"])
     check_eq(r.rc, 0, "10 steps against 20 steps of the same program (per step: no regression)")
     doc = diff_json(a, b)
     check(doc["per_step"], "per_step is false")
     check_eq((doc["before"]["steps"], doc["after"]["steps"]), (10, 20), "steps of each run")
     fwd = rows_by_name(doc)["forward"]
-    check(abs(fwd["delta_pct"]) < 10, f"forward per step differs by {fwd['delta_pct']}%")
+    check(abs(fwd["delta_pct"]) < 35, f"forward per step differs by {fwd['delta_pct']}%")
     # Per step, not per run: 4 ms of forward each step (more only when preempted).
     check(4_000_000 <= fwd["before"] < 8_000_000, f"forward per step before: {fwd['before']} ns")
     check(4_000_000 <= fwd["after"] < 8_000_000, f"forward per step after: {fwd['after']} ns")
