@@ -116,7 +116,11 @@ bool Connection::ensure(const Config& cfg, uint64_t now) {
     state_ = State::kFailed;
     return false;
   }
-  if (!handshake()) return false;
+  if (!handshake()) {
+    // The program closed our descriptor mid-handshake (a daemon closing every fd):
+    // one immediate second try, on a descriptor it has not seen.
+    if (state_ != State::kIdle || !connect_socket(cfg.socket_path) || !handshake()) return false;
+  }
   state_ = State::kUp;
   ++epoch_;
   return true;
@@ -185,6 +189,11 @@ bool Connection::handshake() {
   std::vector<char> body = build_hello();
   wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kHello), static_cast<uint32_t>(body.size())};
   iovec iov[2] = {{&mh, sizeof(mh)}, {body.data(), body.size()}};
+  if (!still_ours()) {  // closed (and maybe reused) by the program since connect()
+    fd_ = -1;
+    state_ = State::kIdle;
+    return false;
+  }
   if (!send_all(iov, 2)) {
     if (fd_ >= 0) fail();  // a collector too busy to take a Hello: try again later
     return false;
@@ -196,6 +205,11 @@ bool Connection::handshake() {
       reply.size != sizeof(ack) || !recv_exact(fd_, &ack, sizeof(ack))) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       fail();  // no answer within the timeout: a stalled collector; try again later
+      return false;
+    }
+    if (errno == EBADF || errno == ENOTSOCK || !still_ours()) {
+      fd_ = -1;  // closed under us by the program: not a refusal
+      state_ = State::kIdle;
       return false;
     }
     notice(LogLevel::kWarn, "the collector did not answer; events of this process are dropped");

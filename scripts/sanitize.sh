@@ -5,10 +5,10 @@
 # Extra ctest arguments through CTEST_ARGS, e.g. CTEST_ARGS="-L unit".
 #
 # The launcher, collector, formats and every unit test carry the sanitizer. The
-# injected library keeps UBSan but not ASan: ASan's runtime must come first in a
-# process, and real targets (python3, any binary) are not built with it; see
-# inject/CMakeLists.txt. Its logic runs under ASan in its unit tests, and the fuzz
-# targets use ASan through clang. The test programs carry no sanitizer (they are the
+# injected library keeps UBSan but neither ASan nor TSan: their runtimes must come
+# first in a process, and real targets (python3, any binary) are not built with them;
+# see inject/CMakeLists.txt. Its logic runs under the sanitizer in its unit tests, and
+# the fuzz targets use ASan through clang. The test programs carry no sanitizer (they are the
 # "real targets"; some crash on purpose). A few helper programs outside tests/programs
 # (the fake-CUPTI workload, the NVTX driver) stay ASan-built: for them the link-order
 # check is off, which works since libasan is still loaded at start-up.
