@@ -373,24 +373,7 @@ class TraceWriter {
 
   void meta(bool& first, const char* name, uint32_t tid, const char* key, const std::string* text,
             int64_t number) {
-    begin_event(first);
-    out_ += "\"name\": \"";
-    out_ += name;
-    out_ += "\", \"ph\": \"M\", \"ts\": ";
-    ts(base_);
-    out_ += ", \"pid\": ";
-    json::append_int(out_, proc_.pid);
-    out_ += ", \"tid\": ";
-    json::append_uint(out_, tid);
-    out_ += ",\n    \"args\": {\"";
-    out_ += key;
-    out_ += "\": ";
-    if (text) {
-      json::append_string(out_, *text);
-    } else {
-      json::append_int(out_, number);
-    }
-    out_ += "}}";
+    gpu_meta(first, name, proc_.pid, tid, key, text, number);
   }
 
   void metadata(bool& first) {
@@ -429,7 +412,8 @@ class TraceWriter {
     }
   }
 
-  void gpu_meta(bool& first, const char* name, uint32_t pid, int64_t tid, const char* key,
+  // A metadata ("M") event on any pid/tid: CPU rows use the OS pid, GPU rows the device.
+  void gpu_meta(bool& first, const char* name, int64_t pid, int64_t tid, const char* key,
                 const std::string* text, int64_t number) {
     begin_event(first);
     out_ += "\"name\": \"";
@@ -437,7 +421,7 @@ class TraceWriter {
     out_ += "\", \"ph\": \"M\", \"ts\": ";
     ts(base_);
     out_ += ", \"pid\": ";
-    json::append_uint(out_, pid);
+    json::append_int(out_, pid);
     out_ += ", \"tid\": ";
     json::append_int(out_, tid);
     out_ += ",\n    \"args\": {\"";
