@@ -68,6 +68,24 @@ def own_handler():
     ended("own_handler", 128 + signal.SIGSEGV, handler_ran)
 
 
+def sysv_signal():
+    """A System V handler (reset on delivery) runs once; the repeated fault then kills
+    the process under the default it was reset to, with every event delivered."""
+    def handler_once(r):
+        out = r.stdout.decode()
+        check("sysv old: default" in out, f"sysv_signal's return value: {out!r}")
+        check_eq(out.count("sysv handler ran"), 1, "runs of the program's handler")
+    ended("sysv_signal", 128 + signal.SIGSEGV, handler_once)
+
+
+def sigset():
+    """sigset(SIGSEGV, SIG_DFL) reports the program's default and keeps the flush."""
+    def old_default(r):
+        out = r.stdout.decode()
+        check("sigset old: default" in out, f"sigset's return value: {out!r}")
+    ended("sigset", 128 + signal.SIGSEGV, old_default)
+
+
 def _popen_tool(args, env=None):
     tp.require_tool()
     argv = [tp.bin_path("torchprof-run")] + [str(a) for a in args]
@@ -296,6 +314,6 @@ def setuid_binary():
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in (
-        segv, abort, underscore_exit, thread_exit, sigdfl, own_handler, sigkill_target,
+        segv, abort, underscore_exit, thread_exit, sigdfl, own_handler, sysv_signal, sigset, sigkill_target,
         stalled_collector, collector_killed, fork_only, fork_exec, posix_spawn, system, vfork_exec,
         clean_env_exec, daemon_closes_fds, main_pthread_exit, static_binary, setuid_binary)}))

@@ -11,6 +11,9 @@
 //       sigdfl      signal(SIGSEGV, SIG_DFL) after the tool's handlers exist, then segv
 //       own_handler sigaction() installs a crash reporter (prints, restores SIG_DFL,
 //                   re-raises); checks what queries report; then segv
+//       sysv_signal sysv_signal() installs a handler that prints and returns; the fault
+//                   repeats under the default the handler was reset to
+//       sigset      sigset(SIGSEGV, SIG_DFL) (prints what it returned), then segv
 //       sleep       prints "ready pid=N" and sleeps (to be killed from outside)
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -56,6 +59,11 @@ static void reporter(int signo, siginfo_t* info, void* context) {
   raise(signo);
 }
 
+static void sysv_handler(int signo) {
+  (void)signo;
+  say("sysv handler ran\n");
+}
+
 // The program asks what its disposition is: it must see what it set, never the tool's.
 static const char* query_segv(void) {
   struct sigaction now;
@@ -84,7 +92,7 @@ static void install_reporter(void) {
 int main(int argc, char** argv) {
   nvtxInitialize(NULL);
   if (argc < 2) {
-    fprintf(stderr, "usage: rel_ends segv|abort|_exit|thread_exit|sigdfl|own_handler|sleep [RANGES]\n");
+    fprintf(stderr, "usage: rel_ends segv|abort|_exit|thread_exit|sigdfl|own_handler|sysv_signal|sigset|sleep [RANGES]\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -99,9 +107,18 @@ int main(int argc, char** argv) {
   }
   if (strcmp(mode, "sigdfl") == 0) signal(SIGSEGV, SIG_DFL);
   if (strcmp(mode, "own_handler") == 0) install_reporter();
+  if (strcmp(mode, "sysv_signal") == 0) {
+    say(sysv_signal(SIGSEGV, sysv_handler) == SIG_DFL ? "sysv old: default\n" : "sysv old: other\n");
+  }
+  if (strcmp(mode, "sigset") == 0) {
+    say(sigset(SIGSEGV, SIG_DFL) == SIG_DFL ? "sigset old: default\n" : "sigset old: other\n");
+  }
   ranges(n);
   nvtxRangePushA("open_at_end");
-  if (strcmp(mode, "segv") == 0 || strcmp(mode, "sigdfl") == 0 || strcmp(mode, "own_handler") == 0) crash();
+  if (strcmp(mode, "segv") == 0 || strcmp(mode, "sigdfl") == 0 || strcmp(mode, "own_handler") == 0 ||
+      strcmp(mode, "sysv_signal") == 0 || strcmp(mode, "sigset") == 0) {
+    crash();
+  }
   if (strcmp(mode, "abort") == 0) abort();
   if (strcmp(mode, "_exit") == 0) _exit(3);
   if (strcmp(mode, "sleep") == 0) {
