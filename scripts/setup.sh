@@ -8,6 +8,7 @@ packages=(
   libcli11-dev libspdlog-dev libzstd-dev zlib1g-dev doctest-dev nlohmann-json3-dev
   python3-torch  # the Python-target tests; torch.profiler is the reference they compare against
   chromium man-db  # test_html loads report.html headless; test_install renders the man pages
+  clang libclang-rt-dev  # libFuzzer for fuzz.capture_smoke
 )
 
 if [[ $(id -u) -eq 0 ]]; then

@@ -1,16 +1,25 @@
 #include "tests/fuzz/fuzz_targets.h"
 
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "collector/analysis.h"
+#include "collector/capture_writer.h"
 #include "collector/decode.h"
+#include "collector/server.h"
 #include "formats/outputs.h"
 #include "formats/wire/capture_format.h"
 #include "formats/wire/wire.h"
@@ -85,6 +94,127 @@ void decode_bytes(const uint8_t* data, size_t size) {
   close(fd);
 }
 
+wire::Hello valid_hello(int32_t pid) {
+  wire::Hello hello{};
+  std::memcpy(hello.magic, wire::kHelloMagic, sizeof hello.magic);
+  hello.version = wire::kProtocolVersion;
+  hello.slot_size = wire::kSlotSize;
+  hello.pid = pid;
+  hello.ppid = 1;
+  hello.mono_ns = 1000;
+  hello.real_ns = 1700000000000000000ull;
+  return hello;
+}
+
+std::vector<uint8_t> message(wire::MsgType type, const void* body, size_t size) {
+  std::vector<uint8_t> out;
+  wire::MsgHeader h{static_cast<uint32_t>(type), static_cast<uint32_t>(size)};
+  append(out, &h, sizeof h);
+  append(out, body, size);
+  return out;
+}
+
+int connect_to(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends what the socket takes without waiting: a peer that stops reading must not
+// stall the fuzzer. Returns false when not everything went.
+bool send_some(int fd, const std::vector<uint8_t>& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Waits (at most 5 s) for the collector's HelloAck, as the inject library does.
+bool accepted(int fd) {
+  timeval limit{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  struct {
+    wire::MsgHeader header;
+    wire::HelloAck ack;
+  } reply{};
+  if (::recv(fd, &reply, sizeof reply, MSG_WAITALL) != static_cast<ssize_t>(sizeof reply)) return false;
+  return reply.header.type == static_cast<uint32_t>(wire::MsgType::kHelloAck) &&
+         reply.ack.status == static_cast<uint32_t>(wire::AckStatus::kOk);
+}
+
+[[noreturn]] void invariant_broken(const char* what) {
+  std::fprintf(stderr, "fuzz socket stream: %s\n", what);
+  std::abort();
+}
+
+void socket_stream(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  // The collector's warnings about the misbehaving peer are expected here.
+  static const bool quiet = (spdlog::set_level(spdlog::level::off), true);
+  (void)quiet;
+  const bool hello_first = (data[0] & 1) != 0;
+  ++data;
+  --size;
+  char dir_template[] = "/tmp/torchprof-fuzz-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) return;
+  const std::string dir = dir_template;
+  constexpr int32_t kGoodPid = 1111;
+  {
+    CaptureWriter writer(dir);
+    Server server(writer);
+    server.start();
+    const int good = connect_to(server.socket_path());
+    const int bad = connect_to(server.socket_path());
+    if (good < 0 || bad < 0) invariant_broken("could not connect");
+    const wire::Hello good_hello = valid_hello(kGoodPid);
+    if (!send_some(good, message(wire::MsgType::kHello, &good_hello, sizeof good_hello))) {
+      invariant_broken("the good Hello did not go out");
+    }
+    if (!accepted(good)) invariant_broken("the good Hello was not accepted");
+    std::vector<uint8_t> stream;
+    if (hello_first) {
+      const wire::Hello bad_hello = valid_hello(2222);
+      stream = message(wire::MsgType::kHello, &bad_hello, sizeof bad_hello);
+    }
+    append(stream, data, size);
+    send_some(bad, stream);
+    const std::vector<uint8_t> frame = compress_records(nullptr, 0);
+    const wire::Bye bye{static_cast<int32_t>(wire::ExitKind::kExit), 0, 0, 0, 5000};
+    std::vector<uint8_t> rest = message(wire::MsgType::kFrame, frame.data(), frame.size());
+    const std::vector<uint8_t> bye_message = message(wire::MsgType::kBye, &bye, sizeof bye);
+    rest.insert(rest.end(), bye_message.begin(), bye_message.end());
+    if (!send_some(good, rest)) invariant_broken("the good frame did not go out");
+    ::close(good);
+    ::close(bad);
+    server.wait_idle(std::chrono::seconds(5));
+    server.stop();
+    writer.close();
+    bool found = false;
+    for (const ConnectionStats& c : server.stats()) {
+      if (c.pid != kGoodPid) continue;
+      found = true;
+      if (c.frames != 1 || !c.bye) invariant_broken("the good connection lost its frame or Bye");
+    }
+    if (!found) invariant_broken("the good connection was not accepted");
+  }
+  try {
+    Run run = decode_capture_file(dir + "/" + CaptureWriter::kFileName);
+    analyse(run, AnalysisOptions{});
+  } catch (const InputError&) {
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
 }  // namespace
 
 int run_one(const uint8_t* data, size_t size) {
@@ -101,6 +231,8 @@ int run_one(const uint8_t* data, size_t size) {
     std::vector<uint8_t> body = compress_records(data, size);
     std::vector<uint8_t> file = wrap_frame(body.data(), body.size());
     decode_bytes(file.data(), file.size());
+  } else if (mode == Mode::kSocketStream) {
+    socket_stream(data, size);
   }
   return 0;
 }

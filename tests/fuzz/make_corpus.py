@@ -4,7 +4,9 @@
 
 Each seed starts with the mode byte of tests/fuzz/fuzz_targets.h: 0 + the capture
 (whole, and a prefix that ends mid-chunk), 1 + each of the first frame bodies, and
-2 + hand-made raw records covering every record kind the decoder knows."""
+2 + hand-made raw records covering every record kind the decoder knows, and 3 +
+socket streams (a Hello then the capture's first frames as messages; a stream with
+no Hello)."""
 
 import os
 import struct
@@ -53,6 +55,20 @@ def raw_records():
     return out
 
 
+MSG_FRAME, MSG_BYE = 3, 4
+
+
+def message(msg_type, body):
+    return struct.pack("<II", msg_type, len(body)) + body
+
+
+def socket_seeds(frames):
+    """(name, bytes after the mode byte) for mode 3."""
+    stream = b"".join(message(MSG_FRAME, body) for body in frames[:2])
+    stream += message(MSG_BYE, struct.pack("<iiQQQ", 0, 0, 0, 0, 5000))
+    return [("socket_hello_frames", b"\x01" + stream), ("socket_no_hello", b"\x00" + stream)]
+
+
 def main():
     capture, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
@@ -69,6 +85,8 @@ def main():
     for i, body in enumerate(frames[:3]):
         seed(f"frame_{i}", 1, body)
     seed("records_all_kinds", 2, raw_records())
+    for name, body in socket_seeds(frames):
+        seed(name, 3, body)
 
 
 if __name__ == "__main__":
