@@ -154,6 +154,7 @@ struct Process {
   std::string worker;         // "<host>_<pid>" unless named otherwise
   std::optional<int> rank;
   std::optional<int> world_size;  // WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE
+  std::optional<int> local_rank;  // LOCAL_RANK / SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK
   uint64_t events = 0;        // records delivered
   uint64_t dropped = 0;       // records lost (emitted - delivered)
   std::optional<int> exit_code;   // exit status or 128+signal, when known

@@ -33,6 +33,8 @@ Json process_json(const Process& p) {
           {"exe", p.exe},
           {"worker", p.worker},
           {"rank", optional_value(p.rank)},
+          {"local_rank", optional_value(p.local_rank)},
+          {"world_size", optional_value(p.world_size)},
           {"events", p.events_list.size()},
           {"dropped", p.dropped},
           {"exit_code", optional_value(p.exit_code)},
