@@ -1,8 +1,10 @@
 #include "cli/report_command.h"
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/errors.h"
 #include "cli/log.h"
@@ -45,6 +47,14 @@ std::vector<MergeSource> merge_sources(const std::vector<std::string>& inputs) {
     sources.push_back({input, capture});
   }
   return sources;
+}
+
+// A merged report's summary.json lists its inputs.
+bool is_merged_report(const fs::path& summary) {
+  std::ifstream in(summary);
+  if (!in) return false;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("inputs");
 }
 
 // A merged report never lands in a run's directory: its summary.json would replace the run's.
@@ -101,10 +111,14 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
 std::string capture_path_of(const std::string& input) {
   std::error_code ec;
   fs::path path = input;
-  if (fs::is_directory(path, ec)) path /= CaptureWriter::kFileName;
+  const bool dir = fs::is_directory(path, ec);
+  if (dir) path /= CaptureWriter::kFileName;
   if (!fs::is_regular_file(path, ec)) {
+    const bool merged = dir && is_merged_report(fs::path(input) / "summary.json");
     throw InputError("cannot read " + path.string() + ": " +
-                     (fs::exists(path, ec) ? "not a regular file" : "no such file"));
+                     (fs::exists(path, ec) ? "not a regular file" : "no such file") +
+                     (merged ? " (" + input + " is a merged report, which keeps no capture: report its inputs)"
+                             : ""));
   }
   return path.string();
 }

@@ -203,6 +203,7 @@ def formats():
     check_eq(rep.rc, 0, "exit code of a merged report with -o")
     for name in ("summary.json", "table.txt", "report.html"):
         check(os.path.isfile(os.path.join(merged_dir, name)), f"{name} missing from the merged directory")
+    one_line_error(report([merged_dir]), "a merged directory given alone", "is a merged report")
     chk = tp._run([tp.bin_path("torchprof"), "check", merged_dir, "--max", "step_time_avg=60s"], 60, None, None)
     check_eq(chk.rc, 0, f"torchprof check on the merged directory: {chk.stderr_text}")
     bad = report(dirs + ["--straggler-threshold", "-5"])
