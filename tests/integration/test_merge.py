@@ -263,5 +263,41 @@ def bad_inputs():
     check(all(r["rank"] is None and r["steps"] == 3 for r in ranks["rows"]), f"rows: {ranks['rows']}")
 
 
+def gpu_fake():
+    """Two ranks of the fake-GPU workload (tests/fake_cupti): kernel rows, Self CUDA and
+    CUDA totals and GPU busy time of the merged report are the sums of the runs'; each
+    trace names its rank in distributedInfo."""
+    base = tp.fresh_dir("merge_gpu")
+    lib = os.environ.get("TP_FAKE_CUPTI_LIB") or tp.lib_path("fake_cupti/libfake_cupti.so")
+    runs = []
+    for rank in range(2):
+        env = dict(base_env(), RANK=str(rank), WORLD_SIZE="2", TORCHPROF_CUPTI_LIB=lib)
+        r = tp.run_tool(["-o", os.path.join(base, "out_%q{RANK}"), "-q", "--", tp.bin_path("gpu_workload"), "steps"],
+                        timeout=120, env=env)
+        check_eq(r.rc, 0, f"exit code of the fake-GPU run of rank {rank}")
+        r.out_dir = os.path.join(base, f"out_{rank}")
+        runs.append(r)
+    merged_dir = os.path.join(base, "merged")
+    rep = report([r.out_dir for r in runs] + ["-o", merged_dir, "-q"], merged_dir)
+    check_eq(rep.rc, 0, "exit code of the merged fake-GPU report")
+    s = rep.summary
+    kinds = {op["kind"] for op in s["ops"]}
+    check("kernel" in kinds, f"no kernel rows in the merged ops: {sorted(kinds)}")
+    expected = {}
+    for r in runs:
+        for op in r.summary["ops"]:
+            e = expected.setdefault((op["name"], op["kind"]), [0, 0, 0])
+            e[0] += op["calls"]
+            e[1] += op["self_cuda_ns"]
+            e[2] += op["cuda_total_ns"]
+    got = {(op["name"], op["kind"]): [op["calls"], op["self_cuda_ns"], op["cuda_total_ns"]] for op in s["ops"]}
+    check_eq(got, expected, "calls, Self CUDA and CUDA total per op (sum over the runs)")
+    check_eq(s["gpu"]["busy_ns"], sum(r.summary["gpu"]["busy_ns"] for r in runs), "GPU busy time")
+    check_eq(len(s["gpu"]["devices"]), 2, "devices (one per rank's process)")
+    check_eq(sorted(row["rank"] for row in s["ranks"]["rows"]), [0, 1], "ranks of the per-rank rows")
+    ranks_in_traces = sorted(t.get("distributedInfo", {}).get("rank") for _, t in rep.traces)
+    check_eq(ranks_in_traces, [0, 1], "distributedInfo ranks of the merged traces")
+
+
 if __name__ == "__main__":
-    raise SystemExit(tp.main({f.__name__: f for f in (straggler, formats, bad_inputs)}))
+    raise SystemExit(tp.main({f.__name__: f for f in (straggler, formats, bad_inputs, gpu_fake)}))
