@@ -9,6 +9,7 @@
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "collector/capture_writer.h"
+#include "formats/check.h"
 
 namespace torchprof::cli {
 
@@ -100,10 +101,9 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
-  app.add_option("--straggler-threshold", options->output.straggler_threshold_pct,
-                 "Several inputs: a rank whose mean step time is more than PCT% above the median "
-                 "rank's is flagged as a straggler")
-      ->check(CLI::NonNegativeNumber)
+  app.add_option("--straggler-threshold", options->straggler_threshold,
+                 "Several inputs: a rank whose mean step time is more than this many percent "
+                 "above the median rank's is flagged as a straggler")
       ->capture_default_str();
   return [options] { return report_command(*options); };
 }
@@ -127,6 +127,12 @@ int report_command(const ReportOptions& options) {
   configure_logging(options.common.log_level, options.common.quiet);
   validate_analysis_options(options.output);
   OutputOptions out = options.output;
+  const std::optional<Quantity> pct = parse_quantity(options.straggler_threshold);
+  if (!pct || (pct->unit != Unit::kNone && pct->unit != Unit::kPercent) || pct->value < 0) {
+    throw UsageError("--straggler-threshold " + options.straggler_threshold +
+                     ": not a percentage, 0 or more (e.g. 10 or 2.5%)");
+  }
+  out.straggler_threshold_pct = pct->value;
   out.quiet = options.common.quiet;
   out.write_files = true;
   if (options.inputs.size() == 1) return report_one(options, out);

@@ -16,6 +16,7 @@ struct ReportOptions {
   OutputOptions output;
   std::vector<std::string> inputs;  // capture files, or run directories holding capture.tprof
   std::string out_dir;  // "" = the capture's own directory (one input), nothing written (several)
+  std::string straggler_threshold = "10";  // percent, "10" or "10%"
 };
 
 CommandAction setup_report_command(CLI::App& app, const CommandLine& line);

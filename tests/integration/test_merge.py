@@ -206,8 +206,12 @@ def formats():
     one_line_error(report([merged_dir]), "a merged directory given alone", "is a merged report")
     chk = tp._run([tp.bin_path("torchprof"), "check", merged_dir, "--max", "step_time_avg=60s"], 60, None, None)
     check_eq(chk.rc, 0, f"torchprof check on the merged directory: {chk.stderr_text}")
-    bad = report(dirs + ["--straggler-threshold", "-5"])
-    check_eq(bad.rc, 2, "exit code for --straggler-threshold -5")
+    one_line_error(report(dirs + ["--straggler-threshold", "-5"]), "--straggler-threshold -5", "-5: not a percentage")
+    loose = report(dirs + ["--straggler-threshold", "250%", "--format", "json"])
+    check_eq(loose.rc, 0, "exit code for --straggler-threshold 250%")
+    ranks = json.loads(stdout_text(loose))["ranks"]
+    check_eq(ranks["threshold_pct"], 250, "threshold_pct for --straggler-threshold 250%")
+    check_eq(ranks["stragglers"], [], "stragglers 250% above the median")
 
 
 def one_line_error(r, what, words):
