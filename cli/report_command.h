@@ -1,7 +1,9 @@
-// `torchprof report CAPTURE|DIR`: analyse a saved capture again.
+// `torchprof report CAPTURE|DIR…`: analyse a saved capture again; several captures
+// (the runs of the ranks or nodes of one job) are merged into one report.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cli/analysis_options.h"
 #include "cli/command.h"
@@ -12,8 +14,9 @@ namespace torchprof::cli {
 struct ReportOptions {
   CommonOptions common;
   OutputOptions output;
-  std::string input;    // a capture file, or a run directory holding capture.tprof
-  std::string out_dir;  // "" = the capture's own directory
+  std::vector<std::string> inputs;  // capture files, or run directories holding capture.tprof
+  std::string out_dir;  // "" = the capture's own directory (one input), nothing written (several)
+  std::string straggler_threshold = "10";  // percent, "10" or "10%"
 };
 
 CommandAction setup_report_command(CLI::App& app, const CommandLine& line);

@@ -543,6 +543,9 @@ void apply_identity(const ConnInput& conn, Process& proc) {
   if (auto w = env_int(conn, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"})) {
     proc.world_size = w;
   }
+  if (auto l = env_int(conn, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})) {
+    proc.local_rank = l;
+  }
   auto worker = conn.env.find("TORCHPROF_WORKER_NAME");
   if (worker != conn.env.end() && !worker->second.empty()) {
     proc.worker = worker->second;

@@ -154,6 +154,8 @@ struct Process {
   std::string worker;         // "<host>_<pid>" unless named otherwise
   std::optional<int> rank;
   std::optional<int> world_size;  // WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE
+  std::optional<int> local_rank;  // LOCAL_RANK / SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK
+  int input = 0;              // merged reports: index into Run::inputs of the run it came from
   uint64_t events = 0;        // records delivered
   uint64_t dropped = 0;       // records lost (emitted - delivered)
   std::optional<int> exit_code;   // exit status or 128+signal, when known
@@ -184,7 +186,19 @@ struct OpStats {
   std::string mangled;        // kernels: the name as recorded (name is demangled)
 };
 
+// One of the runs a merged report (`torchprof report DIR1 DIR2 …`) combines.
+struct RunInput {
+  std::string label;            // the path as given on the command line
+  std::string capture;          // the capture file read
+  std::vector<std::string> command;
+  int exit_code = 0;
+  std::string host;
+  bool truncated = false;
+  size_t processes = 0;
+};
+
 struct Run {
+  std::vector<RunInput> inputs; // empty unless several runs were merged into this one
   std::vector<std::string> command;
   int exit_code = 0;
   std::string host;

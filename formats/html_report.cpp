@@ -49,10 +49,11 @@ struct Slice {
 // lists its CPU threads, then its CUDA API rows, then its GPU streams.
 class Timeline {
  public:
-  uint32_t track(int pid, TrackKind kind, uint64_t id, const std::function<std::string()>& name) {
-    auto key = std::make_tuple(pid, kind, id);
+  // Keyed by input too: the runs of a merged report may reuse pids (one container per node).
+  uint32_t track(const Process& p, TrackKind kind, uint64_t id, const std::function<std::string()>& name) {
+    auto key = std::make_tuple(p.input, p.pid, kind, id);
     auto [it, fresh] = index_.try_emplace(key, static_cast<uint32_t>(tracks_.size()));
-    if (fresh) tracks_.push_back({name(), kind, pid, 1});
+    if (fresh) tracks_.push_back({name(), kind, p.pid, 1});
     return it->second;
   }
   uint32_t name(const std::string& text) {
@@ -94,7 +95,7 @@ class Timeline {
   const std::vector<Slice>& slices() const { return slices_; }
 
  private:
-  std::map<std::tuple<int, TrackKind, uint64_t>, uint32_t> index_;
+  std::map<std::tuple<int, int, TrackKind, uint64_t>, uint32_t> index_;  // (input, pid, kind, id)
   std::vector<Track> tracks_;
   std::unordered_map<std::string, uint32_t> names_index_;
   std::vector<std::string> names_;
@@ -110,6 +111,12 @@ std::string thread_label(const Process& p, uint32_t tid) {
   return "thread " + std::to_string(tid);
 }
 
+// "pid N"; in a merged report, processes of later inputs also name their input.
+std::string process_label(const Process& p) {
+  const std::string pid = "pid " + std::to_string(p.pid);
+  return p.input > 0 ? pid + " (input " + std::to_string(p.input) + ")" : pid;
+}
+
 uint64_t main_first(const Process& p, uint32_t tid) {
   for (const ThreadInfo& t : p.threads) {
     if (t.tid == tid && t.is_main) return tid;
@@ -121,8 +128,8 @@ void add_cpu_events(const Process& p, Timeline& tl) {
   for (const Event& e : p.events_list) {
     const bool api = is_cuda_api(e.kind);
     const TrackKind kind = api ? TrackKind::kCudaApi : TrackKind::kCpu;
-    const uint32_t track = tl.track(p.pid, kind, main_first(p, e.tid), [&] {
-      return "pid " + std::to_string(p.pid) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
+    const uint32_t track = tl.track(p, kind, main_first(p, e.tid), [&] {
+      return process_label(p) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
     });
     const uint8_t category = api ? 2 : e.kind == EventKind::kMark ? 1 : 0;
     tl.add({track, tl.name(e.name), 0, category, e.start_ns, std::max<int64_t>(0, e.dur_ns())});
@@ -132,8 +139,8 @@ void add_cpu_events(const Process& p, Timeline& tl) {
 void add_gpu_events(const Process& p, Timeline& tl) {
   for (const GpuEvent& g : p.gpu_events) {
     const uint64_t id = (uint64_t{g.device} << 32) | g.stream;
-    const uint32_t track = tl.track(p.pid, TrackKind::kGpu, id, [&] {
-      const std::string where = "pid " + std::to_string(p.pid) + " GPU " + std::to_string(g.device);
+    const uint32_t track = tl.track(p, TrackKind::kGpu, id, [&] {
+      const std::string where = process_label(p) + " GPU " + std::to_string(g.device);
       return g.stream == ~0u ? where + " device syncs" : where + " stream " + std::to_string(g.stream);
     });
     const uint8_t category = static_cast<uint8_t>(3 + static_cast<int>(g.kind));

@@ -11,8 +11,10 @@
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
+#include "collector/rank_steps.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
+#include "formats/rank_table.h"
 #include "formats/summary_json.h"
 #include "formats/stats.h"
 #include "formats/table.h"
@@ -46,7 +48,8 @@ std::string capture_file(const std::string& path) {
   return path;
 }
 
-AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
+// The schedule's warning (warmup=0) goes to `warnings`, once however many runs are analysed.
+AnalysisOptions analysis_options(const OutputOptions& options, std::vector<std::string>& warnings) {
   AnalysisOptions analysis;
   analysis.step_marker = options.step_marker;
   if (!options.schedule.empty()) {
@@ -54,7 +57,7 @@ AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
     std::string warning;
     analysis.schedule = parse_schedule(options.schedule, &error, &warning);
     if (!analysis.schedule) throw InputError("invalid schedule '" + options.schedule + "': " + error);
-    if (!warning.empty()) run.warnings.push_back(warning);
+    if (!warning.empty()) warnings.push_back(warning);
   }
   std::string error;
   const std::optional<CaptureRange> range = parse_capture_range(options.capture_range, &error);
@@ -63,11 +66,38 @@ AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
   return analysis;
 }
 
+Run decode_run(const std::string& capture, const OutputOptions& options) {
+  const DecodeProgress progress = progress_line(capture, options);
+  Run run = decode_capture_file(capture, progress);
+  if (progress) std::cerr << "\r\033[K" << std::flush;  // the line is gone once decoding is done
+  return run;
+}
+
+void rename_workers(Run& run, const std::string& worker_name) {
+  if (worker_name.empty()) return;
+  std::vector<std::string> workers;
+  for (const Process& p : run.processes) workers.push_back(trace_worker_name(run, p, worker_name));
+  for (size_t i = 0; i < workers.size(); ++i) run.processes[i].worker = workers[i];
+}
+
 std::string render(const TableRows& rows, const std::string& format) {
   if (format == "table") return render_table(rows);
   if (format == "csv") return render_csv(rows);
   if (format == "json") return render_json(rows);
   if (format == "markdown") return render_markdown(rows);
+  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
+}
+
+// A merged report: the op table, then the per-rank step table in the same format.
+std::string render(const TableRows& rows, const RankReport& ranks, const std::string& format, int step_rows) {
+  if (format == "table") return render_table(rows) + "\n" + render_rank_text(ranks, step_rows);
+  if (format == "csv") return render_csv(rows) + "\n" + render_rank_csv(ranks);
+  if (format == "markdown") return render_markdown(rows) + "\n" + render_rank_markdown(ranks, step_rows);
+  if (format == "json") {
+    nlohmann::ordered_json j = table_rows_json(rows);
+    j["ranks"] = rank_report_json(ranks);
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  }
   throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
 }
 
@@ -85,7 +115,7 @@ void print_notes(const Run& run, std::ostream& out) {
   if (run.cupti_dropped > 0) {
     out << "torchprof: " << run.cupti_dropped << " GPU activity records lost (dropped by CUPTI)\n";
   }
-  if (run.truncated) {
+  if (run.truncated && run.inputs.empty()) {  // merged: a warning names the input
     out << "torchprof: capture truncated at byte " << run.truncated_at
         << "; results cover what was written before it\n";
   }
@@ -97,31 +127,22 @@ void print_notes(const Run& run, std::ostream& out) {
   };
   for (const std::string& w : run.warnings) warn(w);
   for (const Process& p : run.processes) {
-    for (const std::string& w : p.warnings) warn("pid " + std::to_string(p.pid) + ": " + w);
+    const std::string tag = run.inputs.empty() ? std::string() : run.inputs[p.input].label + ": ";
+    for (const std::string& w : p.warnings) warn(tag + "pid " + std::to_string(p.pid) + ": " + w);
   }
   if (total > kMaxPrintedWarnings) {
     out << "torchprof: " << total - kMaxPrintedWarnings << " more warnings in summary.json\n";
   }
 }
 
-}  // namespace
-
-OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
-                           std::ostream& out) {
-  const std::string capture = capture_file(capture_path);
-  const DecodeProgress progress = progress_line(capture, options);
-  Run run = decode_capture_file(capture, progress);
-  if (progress) std::cerr << "\r\033[K" << std::flush;  // the line is gone once decoding is done
-  analyse(run, analysis_options(options, run));
-  if (!options.worker_name.empty()) {
-    std::vector<std::string> workers;
-    for (const Process& p : run.processes) workers.push_back(trace_worker_name(run, p, options.worker_name));
-    for (size_t i = 0; i < workers.size(); ++i) run.processes[i].worker = workers[i];
-  }
-
+// Everything a run leaves behind, from an analysed run: `ranks` only for merged reports.
+OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& out, const RankReport* ranks) {
   // Everything that can reject the options runs before any file is written.
   TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
-  const std::string printed = options.quiet ? std::string() : render(rows, options.format);
+  auto rendered = [&](const std::string& format) {
+    return ranks ? render(rows, *ranks, format, options.row_limit) : render(rows, format);
+  };
+  const std::string printed = options.quiet ? std::string() : rendered(options.format);
 
   OutputResult result;
   result.target_exit_code = run.exit_code;
@@ -129,14 +150,16 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
   result.out_dir = options.out_dir;
   if (options.write_files) {
     fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
-    fs::create_directories(dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
     std::vector<std::string> traces;
     for (const TraceFile& f : write_kineto_traces(
              run, {(dir / "traces").string(), options.gzip, /*worker_name=*/""})) {
       traces.push_back(f.path);
     }
-    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string()));
-    write_text(dir / "table.txt", render_table(rows));
+    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks));
+    write_text(dir / "table.txt", rendered("table"));
     write_text(dir / "report.html", render_html_report(run, rows));
     if (options.stats) {
       std::ostringstream stats;
@@ -154,6 +177,33 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
     out.flush();
   }
   return result;
+}
+
+}  // namespace
+
+OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
+                           std::ostream& out) {
+  Run run = decode_run(capture_file(capture_path), options);
+  analyse(run, analysis_options(options, run.warnings));
+  rename_workers(run, options.worker_name);
+  return emit(run, options, out, /*ranks=*/nullptr);
+}
+
+OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const OutputOptions& options,
+                                  std::ostream& out) {
+  std::vector<std::string> warnings;
+  const AnalysisOptions analysis = analysis_options(options, warnings);
+  std::vector<Run> runs;
+  for (const MergeSource& in : inputs) {
+    runs.push_back(decode_run(capture_file(in.capture), options));
+    analyse(runs.back(), analysis);
+  }
+  Run run = merge_runs(std::move(runs), inputs);
+  run.warnings.insert(run.warnings.begin(), warnings.begin(), warnings.end());
+  rename_workers(run, options.worker_name);
+  const RankReport ranks = compute_rank_report(run, options.straggler_threshold_pct);
+  run.warnings.insert(run.warnings.end(), ranks.warnings.begin(), ranks.warnings.end());
+  return emit(run, options, out, &ranks);
 }
 
 }  // namespace torchprof

@@ -6,6 +6,9 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "collector/merge.h"
 
 namespace torchprof {
 
@@ -27,6 +30,8 @@ struct OutputOptions {
   bool quiet = false;                         // nothing on `out`
   bool stats = false;                         // also print nsys-style summaries (formats/stats.h)
   std::string capture_range;                  // none | cudaProfilerApi | nvtx:NAME[@DOMAIN]; "" = none
+  double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
+                                              // above the median rank's is a straggler
 };
 
 struct OutputResult {
@@ -38,5 +43,13 @@ struct OutputResult {
 // Throws InputError for captures that cannot be read at all.
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out);
+
+// Several runs as one (`torchprof report DIR1 DIR2 …`): every capture is decoded and
+// analysed with the same options, then merged (collector/merge.h). Prints and writes
+// what write_outputs does, with the per-rank step-time table (collector/rank_steps.h)
+// after the op table and "inputs" and "ranks" in summary.json. Throws InputError naming
+// the input that cannot be read before any file is written.
+OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const OutputOptions& options,
+                                  std::ostream& out);
 
 }  // namespace torchprof

@@ -7,6 +7,8 @@
 
 #include "collector/analysis.h"
 #include "collector/gpu_analysis.h"
+#include "collector/rank_steps.h"
+#include "formats/rank_table.h"
 
 namespace torchprof {
 
@@ -33,6 +35,8 @@ Json process_json(const Process& p) {
           {"exe", p.exe},
           {"worker", p.worker},
           {"rank", optional_value(p.rank)},
+          {"local_rank", optional_value(p.local_rank)},
+          {"world_size", optional_value(p.world_size)},
           {"events", p.events_list.size()},
           {"dropped", p.dropped},
           {"exit_code", optional_value(p.exit_code)},
@@ -69,6 +73,7 @@ Json steps_json(const Run& run) {
                        {"cycle", s.cycle >= 0 ? Json(s.cycle) : Json(nullptr)},
                        {"gpu_busy_ns", busy},
                        {"gpu_ns", gpu_ns}});
+      if (!run.inputs.empty()) steps.back()["input"] = p.input;
     }
   }
   return steps;
@@ -198,15 +203,30 @@ Json warnings_json(const Run& run) {
   Json warnings = run.warnings;
   for (const std::string& n : run.gpu_notices) warnings.push_back(n);
   for (const Process& p : run.processes) {
-    for (const std::string& w : p.warnings) warnings.push_back("pid " + std::to_string(p.pid) + ": " + w);
+    const std::string tag = run.inputs.empty() ? std::string() : run.inputs[p.input].label + ": ";
+    for (const std::string& w : p.warnings) warnings.push_back(tag + "pid " + std::to_string(p.pid) + ": " + w);
   }
   return warnings;
+}
+
+Json inputs_json(const Run& run) {
+  Json inputs = Json::array();
+  for (const RunInput& in : run.inputs) {
+    inputs.push_back({{"path", in.label},
+                      {"capture", in.capture},
+                      {"command", in.command},
+                      {"exit_code", in.exit_code},
+                      {"host", in.host},
+                      {"truncated", in.truncated},
+                      {"processes", in.processes}});
+  }
+  return inputs;
 }
 
 }  // namespace
 
 std::string render_summary_json(const Run& run, const std::vector<std::string>& traces,
-                                const std::string& out_dir) {
+                                const std::string& out_dir, const RankReport* ranks) {
   Json j;
   j["schema"] = "torchprof.summary/1";
   j["command"] = run.command;
@@ -220,7 +240,10 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["warnings"] = warnings_json(run);
   j["processes_without_events"] = run.processes_without_events;
   j["processes"] = Json::array();
-  for (const Process& p : run.processes) j["processes"].push_back(process_json(p));
+  for (const Process& p : run.processes) {
+    j["processes"].push_back(process_json(p));
+    if (!run.inputs.empty()) j["processes"].back()["input"] = p.input;
+  }
   j["steps"] = steps_json(run);
   j["ops"] = ops_json(run);
   j["cupti_dropped"] = run.cupti_dropped;
@@ -234,6 +257,8 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
     files.push_back(rel.empty() || rel.native().starts_with("..") ? t : rel.string());
   }
   j["traces"] = std::move(files);
+  if (!run.inputs.empty()) j["inputs"] = inputs_json(run);
+  if (ranks) j["ranks"] = rank_report_json(*ranks);
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

@@ -9,8 +9,12 @@
 
 namespace torchprof {
 
+struct RankReport;
+
 // `traces`: paths of the trace files written, listed relative to `out_dir` when inside it.
+// A merged run (Run::inputs not empty) also gets "inputs", "input" in each process and
+// step, and "ranks" from `ranks` (formats/rank_table.h) when given.
 std::string render_summary_json(const Run& run, const std::vector<std::string>& traces = {},
-                                const std::string& out_dir = "");
+                                const std::string& out_dir = "", const RankReport* ranks = nullptr);
 
 }  // namespace torchprof

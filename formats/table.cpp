@@ -233,6 +233,10 @@ std::string render_markdown(const TableRows& t) {
 }
 
 std::string render_json(const TableRows& t) {
+  return table_rows_json(t).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+nlohmann::ordered_json table_rows_json(const TableRows& t) {
   nlohmann::ordered_json j;
   j["sort_by"] = t.sort_key;
   j["self_cpu_time_total_ns"] = t.self_cpu_total_ns;
@@ -247,7 +251,7 @@ std::string render_json(const TableRows& t) {
                          {"self_cuda_ns", o.self_cuda_ns},
                          {"cuda_total_ns", o.cuda_total_ns}});
   }
-  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return j;
 }
 
 std::string format_time_us(double time_us) {

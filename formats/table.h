@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collector/model.h"
 
 namespace torchprof {
@@ -38,6 +40,8 @@ std::string render_table(const TableRows& rows);
 std::string render_csv(const TableRows& rows);
 std::string render_markdown(const TableRows& rows);
 std::string render_json(const TableRows& rows);
+// What render_json prints, as an object others can add to (a merged report adds "ranks").
+nlohmann::ordered_json table_rows_json(const TableRows& rows);
 
 // torch's _format_time / _format_time_share, on microseconds.
 std::string format_time_us(double us);

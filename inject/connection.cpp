@@ -22,8 +22,11 @@ constexpr uint64_t kRetryNs = 1000000000ull;
 // program reuses (and may dup2 onto) without asking.
 constexpr int kHighFd = 900;
 constexpr size_t kMaxCmdline = 1u << 20;
-constexpr const char* kHelloEnv[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID",
-                                     "OMPI_COMM_WORLD_RANK", "TORCHPROF_WORKER_NAME"};
+// Rank, local rank and world size as torchrun, Slurm and Open MPI set them, and the worker name.
+constexpr const char* kHelloEnv[] = {"RANK",         "LOCAL_RANK",          "WORLD_SIZE",
+                                     "SLURM_PROCID", "SLURM_LOCALID",       "SLURM_NTASKS",
+                                     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "OMPI_COMM_WORLD_SIZE", "TORCHPROF_WORKER_NAME"};
 
 void set_timeout(int fd, int option, int seconds) {
   timeval tv{seconds, 0};

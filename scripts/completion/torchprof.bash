@@ -40,7 +40,7 @@ _torchprof_values() {
       COMPREPLY=($(compgen -W "wait=1,warmup=1,active=3 wait=1,warmup=1,active=3,repeat=1" -- "$cur")) ;;
     -o|--output)
       COMPREPLY=($(compgen -d -- "$cur")) ;;
-    --step-marker|--worker-name|--row-limit|--threshold|--min-time|--max|--min)
+    --step-marker|--worker-name|--row-limit|--threshold|--straggler-threshold|--min-time|--max|--min)
       COMPREPLY=() ;;
     *) return 1 ;;
   esac
@@ -76,7 +76,7 @@ _torchprof_run_args() {
 _torchprof_takes_value() {
   case $1 in
     -o|--output|--sort|--row-limit|--schedule|--step-marker|--worker-name|--log-level|--trace|\
-    --capture-range|--format|--metric|--threshold|--min-time|--max|--min) return 0 ;;
+    --capture-range|--format|--metric|--threshold|--straggler-threshold|--min-time|--max|--min) return 0 ;;
   esac
   return 1
 }

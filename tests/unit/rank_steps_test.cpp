@@ -1,0 +1,288 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "collector/analysis.h"
+#include "collector/merge.h"
+#include "collector/rank_steps.h"
+#include "formats/outputs.h"
+#include "formats/rank_table.h"
+#include "formats/summary_json.h"
+
+namespace torchprof {
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// A process with marked steps of the given durations (ms), recorded unless `actions` says otherwise.
+Process ranked(int pid, std::optional<int> rank, std::vector<int64_t> step_ms, int input = 0,
+               std::vector<StepAction> actions = {}) {
+  Process p;
+  p.pid = pid;
+  p.rank = rank;
+  p.host = "h" + std::to_string(input);
+  p.worker = p.host + "_" + std::to_string(pid);
+  p.input = input;
+  int64_t t = 1000;
+  for (size_t k = 0; k < step_ms.size(); ++k) {
+    Step& s = p.steps.emplace_back();
+    s.index = static_cast<int>(k);
+    s.name = "ProfilerStep#" + std::to_string(k);
+    s.start_ns = t;
+    s.dur_ns = step_ms[k] * kMs;
+    s.marker = static_cast<int32_t>(k);
+    s.action = k < actions.size() ? actions[k] : StepAction::kRecord;
+    t += s.dur_ns;
+  }
+  return p;
+}
+
+const RankStepRow& row_of(const RankReport& r, int rank) {
+  for (const RankStepRow& row : r.rows) {
+    if (row.rank == rank) return row;
+  }
+  FAIL("no row for rank " << rank);
+  return r.rows.front();
+}
+
+}  // namespace
+
+TEST_CASE("rank steps: median") {
+  CHECK(median_ns({}) == 0);
+  CHECK(median_ns({5}) == 5);
+  CHECK(median_ns({9, 1, 5}) == 5);
+  CHECK(median_ns({4, 1, 3, 2}) == 2);  // (2 + 3) / 2 in integers
+  CHECK(median_ns({10, 20}) == 15);
+}
+
+TEST_CASE("rank steps: one row per rank, statistics, the slow rank flagged") {
+  Run run;
+  run.processes.push_back(ranked(10, 0, {10, 10, 10, 10}));
+  run.processes.push_back(ranked(11, 1, {20, 22, 18, 20}, 1));  // twice as slow
+  run.processes.push_back(ranked(12, 2, {10, 12, 8, 10}, 2));
+  const RankReport r = compute_rank_report(run, 10.0);
+  REQUIRE(r.rows.size() == 3);
+  CHECK(r.by_rank);
+  CHECK(r.rows[0].rank == 0);
+  CHECK(r.rows[1].rank == 1);
+  CHECK(r.rows[2].rank == 2);
+  const RankStepRow& slow = row_of(r, 1);
+  CHECK(slow.steps == 4);
+  CHECK(slow.mean_ns == 20 * kMs);
+  CHECK(slow.median_ns == 20 * kMs);
+  CHECK(slow.min_ns == 18 * kMs);
+  CHECK(slow.max_ns == 22 * kMs);
+  CHECK(slow.total_ns == 80 * kMs);
+  CHECK(slow.pids == std::vector<int>{11});
+  CHECK(slow.label == "1");
+  CHECK(r.median_mean_ns == 10 * kMs);
+  CHECK(slow.vs_fastest == doctest::Approx(2.0));
+  CHECK(slow.vs_median == doctest::Approx(2.0));
+  CHECK(slow.slowest);
+  CHECK(slow.straggler);
+  for (int rank : {0, 2}) {
+    CHECK_FALSE(row_of(r, rank).slowest);
+    CHECK_FALSE(row_of(r, rank).straggler);
+    CHECK(row_of(r, rank).vs_fastest == doctest::Approx(1.0));
+  }
+  // Per step: rank 1 is the slowest of every step.
+  REQUIRE(r.steps.size() == 4);
+  for (const StepSpread& s : r.steps) {
+    CHECK(s.rows == 3);
+    CHECK(r.rows[s.slowest_row].rank == 1);
+  }
+  CHECK(r.steps[2].fastest_ns == 8 * kMs);
+  CHECK(r.steps[2].median_ns == 10 * kMs);
+  CHECK(r.steps[2].slowest_ns == 18 * kMs);
+  CHECK(r.steps[2].vs_median == doctest::Approx(1.8));
+  CHECK(slow.slowest_steps == 4);
+  CHECK(row_of(r, 0).slowest_steps == 0);
+  CHECK(r.warnings.empty());
+}
+
+TEST_CASE("rank steps: the threshold decides who is a straggler; equal ranks flag nobody") {
+  Run run;
+  run.processes.push_back(ranked(1, 0, {100}));
+  run.processes.push_back(ranked(2, 1, {100}));
+  run.processes.push_back(ranked(3, 2, {109}));
+  RankReport r = compute_rank_report(run, 10.0);
+  CHECK(row_of(r, 2).slowest);          // the slowest, but within 10% of the median
+  CHECK_FALSE(row_of(r, 2).straggler);
+  r = compute_rank_report(run, 5.0);
+  CHECK(row_of(r, 2).straggler);
+  CHECK(r.threshold_pct == 5.0);
+
+  Run same;
+  same.processes.push_back(ranked(1, 0, {50, 50}));
+  same.processes.push_back(ranked(2, 1, {50, 50}));
+  r = compute_rank_report(same, 10.0);
+  for (const RankStepRow& row : r.rows) {
+    CHECK_FALSE(row.slowest);
+    CHECK_FALSE(row.straggler);
+    CHECK(row.slowest_steps == 0);
+  }
+
+  Run alone;
+  alone.processes.push_back(ranked(1, 0, {50, 80}));
+  r = compute_rank_report(alone, 10.0);
+  REQUIRE(r.rows.size() == 1);
+  CHECK_FALSE(r.rows[0].slowest);
+  CHECK(r.steps.empty());  // a step needs two rows to compare
+}
+
+TEST_CASE("rank steps: only recorded steps; marked steps win over a helper's implicit step") {
+  Run run;
+  using A = StepAction;
+  run.processes.push_back(ranked(1, 0, {500, 10, 10}, 0, {A::kWarmup, A::kRecord, A::kRecordAndSave}));
+  run.processes.push_back(ranked(2, 1, {500, 30, 30}, 1, {A::kWarmup, A::kRecord, A::kRecordAndSave}));
+  // A helper of rank 1 (same input) without markers: one implicit step of the whole process.
+  Process helper;
+  helper.pid = 3;
+  helper.rank = 1;
+  helper.input = 1;
+  helper.worker = "h1_3";
+  helper.steps.push_back(Step{.index = 0, .start_ns = 0, .dur_ns = 9000 * kMs});
+  run.processes.push_back(helper);
+  const RankReport r = compute_rank_report(run, 10.0);
+  REQUIRE(r.rows.size() == 2);
+  CHECK(row_of(r, 0).steps == 2);
+  CHECK(row_of(r, 0).mean_ns == 10 * kMs);
+  CHECK(row_of(r, 1).steps == 2);
+  CHECK(row_of(r, 1).mean_ns == 30 * kMs);
+  CHECK(row_of(r, 1).pids == std::vector<int>{2});
+  REQUIRE(r.steps.size() == 2);
+  CHECK(r.steps[0].index == 1);
+  CHECK(r.steps[1].index == 2);
+}
+
+TEST_CASE("rank steps: workers without a rank; the same rank in two inputs; world size checks") {
+  Run plain;
+  plain.processes.push_back(ranked(7, std::nullopt, {10, 10}));
+  plain.processes.push_back(ranked(8, std::nullopt, {40, 40}, 1));
+  RankReport r = compute_rank_report(plain, 10.0);
+  REQUIRE(r.rows.size() == 2);
+  CHECK_FALSE(r.by_rank);
+  CHECK(r.rows[1].label == "h1_8");
+  CHECK(r.rows[1].slowest);
+  CHECK(r.rows[1].vs_fastest == doctest::Approx(4.0));
+  CHECK(r.warnings.empty());
+
+  Run twice;
+  twice.inputs = {RunInput{.label = "a"}, RunInput{.label = "b"}};
+  twice.processes.push_back(ranked(1, 0, {10}, 0));
+  twice.processes.push_back(ranked(2, 0, {10}, 1));
+  for (Process& p : twice.processes) p.world_size = 4;
+  r = compute_rank_report(twice, 10.0);
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0].label == "0@h0_1");
+  CHECK(r.rows[1].label == "0@h1_2");
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(r.warnings[0] == "rank 0 is in 2 inputs (a, b); each keeps a row of its own");
+  CHECK(r.warnings[1] == "no recorded steps from ranks 1, 2, 3 of world size 4");
+
+  Run disagree;
+  disagree.processes.push_back(ranked(1, 0, {10}, 0));
+  disagree.processes.push_back(ranked(2, 1, {10}, 1));
+  disagree.processes[0].world_size = 2;
+  disagree.processes[1].world_size = 4;
+  r = compute_rank_report(disagree, 10.0);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0] == "the processes disagree on the world size (2, 4)");
+}
+
+TEST_CASE("merge: ops add up, processes keep their input, repeated runs are refused") {
+  auto analysed = [](int pid, int64_t start, int calls) {
+    Run run;
+    run.command = {"./train"};
+    run.host = "node";
+    Process& p = run.processes.emplace_back();
+    p.pid = pid;
+    p.host = "node";
+    p.worker = "node_1";  // the same worker name in every run: traces must stay apart
+    p.start_ns = start;
+    for (int k = 0; k < calls; ++k) {
+      p.events_list.push_back(Event{.name = "ProfilerStep#" + std::to_string(k), .start_ns = start + k * 100,
+                                    .end_ns = start + k * 100 + 90});
+      p.events_list.push_back(Event{.name = "work", .start_ns = start + k * 100 + 10, .end_ns = start + k * 100 + 50});
+    }
+    analyse(run, AnalysisOptions{});
+    return run;
+  };
+  std::vector<Run> runs;
+  runs.push_back(analysed(1, 1000, 3));
+  runs.push_back(analysed(2, 5000, 4));
+  const Run merged = merge_runs(std::move(runs), {{"out_0", "out_0/capture.tprof"}, {"out_1", "out_1/capture.tprof"}});
+  REQUIRE(merged.inputs.size() == 2);
+  CHECK(merged.inputs[1].label == "out_1");
+  CHECK(merged.inputs[1].processes == 1);
+  REQUIRE(merged.processes.size() == 2);
+  CHECK(merged.processes[0].input == 0);
+  CHECK(merged.processes[1].input == 1);
+  CHECK(merged.processes[0].worker == "node_1");
+  CHECK(merged.processes[1].worker == "node_1_in1");
+  uint64_t work_calls = 0;
+  uint64_t step_calls = 0;
+  for (const OpStats& op : merged.ops) {
+    if (op.name == "work") work_calls = op.calls;
+    if (op.name == "ProfilerStep*") step_calls = op.calls;
+  }
+  CHECK(work_calls == 7);
+  CHECK(step_calls == 7);
+
+  std::vector<Run> again;
+  again.push_back(analysed(1, 1000, 3));
+  again.push_back(analysed(1, 1000, 3));
+  CHECK_THROWS_WITH_AS(merge_runs(std::move(again), {{"a", "a"}, {"b", "b"}}),
+                       "a and b hold the same run (host node, pid 1): give each run once", InputError);
+}
+
+TEST_CASE("rank table: text flags the slow rank; JSON and summary.json carry the rows") {
+  Run run;
+  run.inputs = {RunInput{.label = "out_0"}, RunInput{.label = "out_1"}};
+  run.processes.push_back(ranked(10, 0, {10, 10}, 0));
+  run.processes.push_back(ranked(11, 1, {30, 30}, 1));
+  const RankReport r = compute_rank_report(run, 10.0);
+  const std::string text = render_rank_text(r, 100);
+  std::string slow_line;
+  std::string fast_line;
+  for (size_t pos = 0, end; pos < text.size(); pos = end + 1) {
+    end = text.find('\n', pos);
+    const std::string line = text.substr(pos, end - pos);
+    if (line.starts_with("Slowest")) continue;  // the verdict names the worker and mean too
+    if (line.find("h1_11") != std::string::npos && line.find("30.000ms") != std::string::npos) slow_line = line;
+    if (line.find("h0_10") != std::string::npos && line.find("10.000ms") != std::string::npos) fast_line = line;
+  }
+  CHECK(slow_line.find("<< slowest, straggler") != std::string::npos);
+  CHECK(slow_line.find("3.00x") != std::string::npos);
+  CHECK(fast_line.find("<<") == std::string::npos);
+  CHECK(text.find("Slowest rank: 1 (h1_11), mean step 30.000ms, 3.00x the fastest rank") != std::string::npos);
+  CHECK(text.find("Slowest rank per step") != std::string::npos);
+  CHECK(render_rank_text(r, 1).find("1 more steps in summary.json") != std::string::npos);
+
+  const nlohmann::json j = nlohmann::json::parse(render_summary_json(run, {}, "", &r));
+  REQUIRE(j["ranks"]["rows"].size() == 2);
+  CHECK(j["ranks"]["rows"][1]["rank"] == 1);
+  CHECK(j["ranks"]["rows"][1]["straggler"] == true);
+  CHECK(j["ranks"]["slowest"] == nlohmann::json::array({"1"}));
+  CHECK(j["ranks"]["steps"][0]["slowest_rank"] == 1);
+  CHECK(j["ranks"]["steps"][0]["dur_ns"] == nlohmann::json::array({10 * kMs, 30 * kMs}));
+  CHECK(j["inputs"][1]["path"] == "out_1");
+  CHECK(j["processes"][1]["input"] == 1);
+  CHECK(j["processes"][1]["rank"] == 1);
+
+  const std::string csv = render_rank_csv(r);
+  CHECK(csv.find("\n1,h1_11,h1,1,2,30000.000,30000.000,30000.000,30000.000,3.0000,1.5000,2,1,1\n") !=
+        std::string::npos);
+
+  // A single run's summary.json has no merged keys.
+  Run single;
+  single.processes.push_back(ranked(10, 0, {10}));
+  const nlohmann::json s = nlohmann::json::parse(render_summary_json(single));
+  CHECK_FALSE(s.contains("ranks"));
+  CHECK_FALSE(s.contains("inputs"));
+  CHECK_FALSE(s["processes"][0].contains("input"));
+  CHECK(s["processes"][0]["world_size"].is_null());
+}
+
+}  // namespace torchprof
