@@ -26,7 +26,7 @@ void append(std::vector<uint8_t>& out, const void* p, size_t n) {
 void append_chunk(std::vector<uint8_t>& out, capture::ChunkType type, uint32_t conn, const void* body,
                   size_t size) {
   capture::ChunkHeader h{static_cast<uint32_t>(type), conn, static_cast<uint32_t>(size),
-                         capture::fnv1a32(body, size)};
+                         capture::chunk_check(capture::kFileVersion, body, size)};
   append(out, &h, sizeof h);
   append(out, body, size);
 }
