@@ -35,9 +35,10 @@ CaptureReader::CaptureReader(const std::string& path) : path_(path) {
                      std::to_string(capture::kMinFileVersion) + " to " +
                      std::to_string(capture::kFileVersion) + ")");
   }
-  if (header_.wire_version != wire::kProtocolVersion) {
+  if (header_.wire_version < wire::kMinProtocolVersion || header_.wire_version > wire::kProtocolVersion) {
     throw InputError(path + ": capture holds wire protocol version " +
-                     std::to_string(header_.wire_version) + ", this torchprof reads version " +
+                     std::to_string(header_.wire_version) + ", this torchprof reads versions " +
+                     std::to_string(wire::kMinProtocolVersion) + " to " +
                      std::to_string(wire::kProtocolVersion));
   }
   offset_ = sizeof header_;

@@ -308,7 +308,8 @@ std::string Server::handle_hello(Connection& c, const char* body, uint32_t size)
     send_ack(c.fd, wire::AckStatus::kBadMagic);
     return "Hello has a foreign magic";
   }
-  if (hello.version != wire::kProtocolVersion || hello.slot_size != wire::kSlotSize) {
+  if (hello.version < wire::kMinProtocolVersion || hello.version > wire::kProtocolVersion ||
+      hello.slot_size != wire::kSlotSize) {
     send_ack(c.fd, wire::AckStatus::kBadVersion);
     return "Hello speaks protocol " + std::to_string(hello.version) + " with " +
            std::to_string(hello.slot_size) + "-byte slots; expected protocol " +
