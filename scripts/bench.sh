@@ -68,8 +68,17 @@ summary() {
   /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[2]+"/summary.json")); print(sum(p[sys.argv[1]] for p in s["processes"]))' "$1" "$2"
 }
 tool() { TORCHPROF_LOG_LEVEL=error "$run_tool" -q "$@"; }
-# capture_per_event DIR: bytes of DIR/capture.tprof per decoded event
-capture_per_event() { calc "$(stat -c %s "$1/capture.tprof") / $(summary events "$1")"; }
+# frame_bytes DIR: bytes of the Frame chunks (headers included) in DIR/capture.tprof,
+# without the run info and Hellos (which carry the command line)
+frame_bytes() {
+  /usr/bin/python3 -c 'import struct,sys
+d = open(sys.argv[1] + "/capture.tprof", "rb").read(); pos = 24; n = 0
+while pos + 16 <= len(d):
+    t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
+print(n)' "$1"
+}
+# size_ratio A B: capture.tprof of A over that of B (same events, other encodings)
+size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture.tprof")"; }
 
 echo "torchprof bench: build $build, work $work" >&2
 
@@ -141,8 +150,8 @@ row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summ
 # ---------- 3. capture size ----------
 echo "[3/5] capture size" >&2
 "$bb/analysis_bench" "$work/hot1big" "$work/an_hot" >"$work/size_nvtx"
-nvtx_raw=$(capture_per_event "$work/hot1raw")
-row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop), delta frames; raw zstd frames $nvtx_raw B: x$(calc "$nvtx_raw / $(val "$work/size_nvtx" capture_bytes_per_event)") smaller"
+nvtx_ratio=$(size_ratio "$work/hot1raw" "$work/hot1big")
+row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop), delta frames; raw zstd frames $(calc "$nvtx_ratio * $(val "$work/size_nvtx" capture_bytes_per_event)") B: x$nvtx_ratio larger"
 row size nvtx_kineto_json "$(val "$work/size_nvtx" kineto_bytes_per_event)" B/event "Kineto JSON for the same ranges; x$(calc "$(val "$work/size_nvtx" kineto_bytes_per_event) / $(val "$work/size_nvtx" capture_bytes_per_event)") the capture"
 if [[ $have_gpu_workload == 1 ]]; then
   step='range:step{kernel:gemm_kernel:20us;kernel:relu_kernel:5us;memcpy:htod:65536:3us;kernel:softmax_kernel:4us:stream=9;sync}'
@@ -153,8 +162,10 @@ if [[ $have_gpu_workload == 1 ]]; then
   TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) TORCHPROF_FRAME_ENCODING=raw \
     tool -o "$work/gpu_raw" -- "$bin/gpu_workload" "${gpu_args[@]}" >/dev/null
   "$bb/analysis_bench" "$work/gpu" "$work/an_gpu" >"$work/size_gpu"
-  gpu_raw=$(capture_per_event "$work/gpu_raw")
-  row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($(val "$work/size_gpu" events) events); raw zstd frames $gpu_raw B: x$(calc "$gpu_raw / $(val "$work/size_gpu" capture_bytes_per_event)") smaller"
+  gpu_ev=$(val "$work/size_gpu" events)
+  gpu_fd=$(frame_bytes "$work/gpu"); gpu_fr=$(frame_bytes "$work/gpu_raw")
+  row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($gpu_ev events), whole file (the command line is stored twice); raw zstd frames x$(size_ratio "$work/gpu_raw" "$work/gpu")"
+  row size gpu_frames "$(calc "$gpu_fd / $gpu_ev")" B/event "the frames alone, delta; raw zstd frames $(calc "$gpu_fr / $gpu_ev") B/event: x$(calc "$gpu_fr / $gpu_fd") larger"
   row size gpu_kineto_json "$(val "$work/size_gpu" kineto_bytes_per_event)" B/event "x$(calc "$(val "$work/size_gpu" kineto_bytes_per_event) / $(val "$work/size_gpu" capture_bytes_per_event)") the capture"
 else
   row size gpu_capture - - "gpu_workload not built (tests off)"
