@@ -29,14 +29,16 @@ CaptureReader::CaptureReader(const std::string& path) : path_(path) {
       std::memcmp(header_.magic, capture::kFileMagic, sizeof header_.magic) != 0) {
     throw InputError(path + ": not a torchprof capture");
   }
-  if (header_.version != capture::kFileVersion) {
+  if (header_.version < capture::kMinFileVersion || header_.version > capture::kFileVersion) {
     throw InputError(path + ": capture file version " + std::to_string(header_.version) +
-                     " is not supported (this torchprof reads version " +
+                     " is not supported (this torchprof reads versions " +
+                     std::to_string(capture::kMinFileVersion) + " to " +
                      std::to_string(capture::kFileVersion) + ")");
   }
-  if (header_.wire_version != wire::kProtocolVersion) {
+  if (header_.wire_version < wire::kMinProtocolVersion || header_.wire_version > wire::kProtocolVersion) {
     throw InputError(path + ": capture holds wire protocol version " +
-                     std::to_string(header_.wire_version) + ", this torchprof reads version " +
+                     std::to_string(header_.wire_version) + ", this torchprof reads versions " +
+                     std::to_string(wire::kMinProtocolVersion) + " to " +
                      std::to_string(wire::kProtocolVersion));
   }
   offset_ = sizeof header_;
@@ -73,7 +75,7 @@ bool CaptureReader::next(Chunk& chunk) {
     stop(start, "short chunk body");
     return false;
   }
-  if (capture::fnv1a32(chunk.body.data(), chunk.body.size()) != h.check) {
+  if (capture::chunk_check(header_.version, chunk.body.data(), chunk.body.size()) != h.check) {
     stop(start, "chunk checksum mismatch");
     return false;
   }

@@ -49,7 +49,7 @@ bool CaptureWriter::append(capture::ChunkType type, uint32_t conn, const void* b
   header.type = static_cast<uint32_t>(type);
   header.conn = conn;
   header.size = static_cast<uint32_t>(size);
-  header.check = capture::fnv1a32(body, size);
+  header.check = capture::chunk_check(capture::kFileVersion, body, size);
   if (!write_all(&header, sizeof(header), body, size)) return false;
   ++chunks_;
   return true;

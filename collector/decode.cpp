@@ -1,6 +1,7 @@
 #include "collector/decode.h"
 
 #include "collector/analysis.h"
+#include "collector/frame_decode.h"
 #include "collector/gpu_decode.h"
 
 #include <zstd.h>
@@ -104,18 +105,10 @@ class ConnDecoder {
 
   // Decompresses one frame into raw_; false (counted once) when it is unusable.
   bool load(const FrameRef& ref, wire::FrameHeader& fh) {
-    if (!reader_.read_body_at(ref.offset, ref.size, body_) || body_.size() < sizeof fh) {
+    if (!reader_.read_body_at(ref.offset, ref.size, body_) ||
+        !decode_frame(body_.data(), body_.size(), dctx_, scratch_, fh, raw_)) {
       return bad_frame();
     }
-    std::memcpy(&fh, body_.data(), sizeof fh);
-    if (fh.encoding != static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw) ||
-        fh.raw_size % wire::kSlotSize != 0 || uint64_t{fh.raw_size} > uint64_t{capture::kMaxChunkBody}) {
-      return bad_frame();
-    }
-    raw_.resize(fh.raw_size);
-    size_t got = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), body_.data() + sizeof fh,
-                                     body_.size() - sizeof fh);
-    if (ZSTD_isError(got) || got != fh.raw_size) return bad_frame();
     return true;
   }
 
@@ -424,6 +417,7 @@ class ConnDecoder {
   GpuDecoder gpu_;
   std::vector<uint8_t> body_;
   std::vector<uint8_t> raw_;
+  FrameScratch scratch_;
   std::unordered_map<uint32_t, std::string> strings_;
   std::unordered_map<uint16_t, uint32_t> domain_names_;
   std::unordered_map<uint64_t, uint32_t> category_names_;

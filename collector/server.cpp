@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,13 +66,50 @@ std::string make_socket_dir() {
   return pattern;  // mkdtemp creates it with mode 0700
 }
 
+// Bytes read from a connection and not handled yet: [begin_, end_) of data_. Reads
+// go straight into the spare room (no zero-filling), handled messages are dropped by
+// moving begin_, and the rest moves to the front only when a read needs the room.
+class InBuffer {
+ public:
+  size_t size() const { return end_ - begin_; }
+  bool empty() const { return begin_ == end_; }
+  const char* data() const { return data_.get() + begin_; }
+  // At least `n` writable bytes at the end.
+  char* room(size_t n) {
+    if (cap_ - end_ >= n) return data_.get() + end_;
+    const size_t used = size();
+    if (begin_ > 0 && used > 0) std::memmove(data_.get(), data_.get() + begin_, used);
+    begin_ = 0;
+    end_ = used;
+    if (cap_ - end_ < n) {
+      const size_t cap = std::max(cap_ * 2, end_ + n);
+      std::unique_ptr<char[]> bigger(new char[cap]);
+      if (used > 0) std::memcpy(bigger.get(), data_.get(), used);
+      data_ = std::move(bigger);
+      cap_ = cap;
+    }
+    return data_.get() + end_;
+  }
+  void grow(size_t n) { end_ += n; }
+  void consume(size_t n) {
+    begin_ += n;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t cap_ = 0;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
 }  // namespace
 
 struct Server::Connection {
   int fd = -1;
   uint32_t conn = 0;  // 0 until the Hello is accepted
   int pid = 0;        // the peer's, from SO_PEERCRED until the Hello says
-  std::vector<char> buffer;  // bytes of messages not complete yet
+  InBuffer buffer;  // bytes of messages not complete yet
   uint64_t frames = 0;
   uint64_t bytes = 0;
   bool bye = false;
@@ -132,6 +170,10 @@ void Server::loop() {
   std::vector<int> fds;
   for (const auto& [fd, c] : connections_) fds.push_back(fd);
   for (int fd : fds) on_readable(*connections_.at(fd), /*draining=*/true);
+  timespec cpu{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  log().debug("collector loop: {} bytes received, {:.3f} s CPU", received_.load(),
+              static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) / 1e9);
 }
 
 void Server::accept_all() {
@@ -189,11 +231,9 @@ std::string Server::read_available(Connection& c, bool draining, bool* eof) {
   const size_t budget = draining ? kDrainBudget : kReadBudget;
   size_t total = 0;
   while (total < budget) {
-    const size_t old_size = c.buffer.size();
-    c.buffer.resize(old_size + kReadBlock);
-    const ssize_t n = ::recv(c.fd, c.buffer.data() + old_size, kReadBlock, 0);
-    c.buffer.resize(old_size + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    const ssize_t n = ::recv(c.fd, c.buffer.room(kReadBlock), kReadBlock, 0);
     if (n > 0) {
+      c.buffer.grow(static_cast<size_t>(n));
       total += static_cast<size_t>(n);
       received_.fetch_add(static_cast<uint64_t>(n));
       continue;
@@ -226,7 +266,7 @@ std::string Server::process_buffer(Connection& c) {
     if (!problem.empty()) break;
     pos += sizeof(header) + header.size;
   }
-  c.buffer.erase(c.buffer.begin(), c.buffer.begin() + static_cast<std::ptrdiff_t>(pos));
+  c.buffer.consume(pos);
   return problem;
 }
 
@@ -268,7 +308,8 @@ std::string Server::handle_hello(Connection& c, const char* body, uint32_t size)
     send_ack(c.fd, wire::AckStatus::kBadMagic);
     return "Hello has a foreign magic";
   }
-  if (hello.version != wire::kProtocolVersion || hello.slot_size != wire::kSlotSize) {
+  if (hello.version < wire::kMinProtocolVersion || hello.version > wire::kProtocolVersion ||
+      hello.slot_size != wire::kSlotSize) {
     send_ack(c.fd, wire::AckStatus::kBadVersion);
     return "Hello speaks protocol " + std::to_string(hello.version) + " with " +
            std::to_string(hello.slot_size) + "-byte slots; expected protocol " +

@@ -87,6 +87,8 @@ void load_config() {
   c.buffer_kb = read_u32(env::kBufferKb, 1024, 16, 1u << 20);
   c.flush_ms = read_u32(env::kFlushMs, 20, 1, 60000);
   c.exit_timeout_ms = read_u32(env::kExitTimeoutMs, 2000, 0, 600000);
+  const char* encoding = getenv(env::kFrameEncoding);
+  c.delta_frames = encoding == nullptr || strcmp(encoding, "raw") != 0;
   const char* trace = getenv(env::kTrace);
   c.trace_nvtx = trace_lists(trace, "nvtx");
   c.trace_cuda = trace_lists(trace, "cuda");

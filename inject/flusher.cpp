@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <new>
 #include <vector>
 
+#include "formats/wire/frame_codec.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
@@ -84,12 +86,16 @@ class Flusher {
   Connection conn_;
   ZSTD_CCtx* cctx_ = nullptr;
   std::vector<Record> raw_;
+  // raw_'s delta transform (frame_codec.h), zstd's input: sized for the worst case but
+  // never zero-filled, so only the pages the columns reach are ever touched.
+  std::unique_ptr<uint8_t[]> coded_;
   std::vector<char> packed_;
   std::vector<ThreadBuffer*> snapshot_;
   std::vector<ThreadBuffer*> dead_;
   ThreadBuffer* gpu_ = nullptr;  // the GPU stream; this thread is its only producer
   uint64_t retired_emitted_ = 0;  // totals of threads already freed
   uint64_t retired_dropped_ = 0;
+  uint64_t retired_lost_ = 0;     // of those, records in frames that could not be sent
   uint32_t handled_req_ = 0;
   uint32_t loops_ = 0;
 };
@@ -100,7 +106,8 @@ void Flusher::run() {
   prctl(PR_SET_NAME, "torchprof", 0, 0, 0);
   cctx_ = ZSTD_createCCtx();
   raw_.resize(kFrameSlots);
-  packed_.resize(ZSTD_compressBound(kFrameSlots * sizeof(Record)));
+  if (config().delta_frames) coded_.reset(new (std::nothrow) uint8_t[wire::codec::encode_buffer_size(kFrameSlots)]);
+  packed_.resize(ZSTD_compressBound(wire::codec::max_encoded_size(kFrameSlots)));
   snapshot_.reserve(64);
   dead_.reserve(64);
   conn_.ensure(config(), now_ns());  // Hello right away: the collector learns of us early
@@ -229,10 +236,20 @@ void Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
   if (slots == 0) return;
   bool ok = false;
   if (conn_.up() && cctx_ != nullptr) {
-    size_t packed = ZSTD_compressCCtx(cctx_, packed_.data(), packed_.size(), raw_.data(),
-                                      slots * sizeof(Record), /*compressionLevel=*/1);
+    // The delta transform turns the records into columns of small numbers, so zstd
+    // both shrinks them further and has far fewer bytes to work through.
+    const bool delta = coded_ != nullptr;
+    const void* input = raw_.data();
+    size_t input_size = slots * sizeof(Record);
+    if (delta) {
+      input_size = wire::codec::delta_encode(raw_.data(), slots, coded_.get());
+      input = coded_.get();
+    }
+    size_t packed = ZSTD_compressCCtx(cctx_, packed_.data(), packed_.size(), input, input_size,
+                                      /*compressionLevel=*/1);
     if (!ZSTD_isError(packed)) {
-      wire::FrameHeader fh{tb->tid, static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw),
+      auto encoding = delta ? wire::FrameEncoding::kZstdDelta : wire::FrameEncoding::kZstdRaw;
+      wire::FrameHeader fh{tb->tid, static_cast<uint32_t>(encoding),
                            static_cast<uint32_t>(slots * sizeof(Record)), tb->seq};
       ok = conn_.send_frame(fh, packed_.data(), static_cast<uint32_t>(packed));
     }
@@ -243,9 +260,16 @@ void Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
 
 void Flusher::send_bye(int32_t kind, int32_t status) {
   wire::Bye bye{kind, status, retired_emitted_, retired_dropped_, now_ns()};
+  uint64_t unsent = retired_lost_;
   for (ThreadBuffer* tb : snapshot_) {
     bye.emitted += tb->drained + tb->seen_dropped;
     bye.dropped += tb->seen_dropped + tb->lost;
+    unsent += tb->lost;
+  }
+  if (bye.dropped != 0) {
+    notice(LogLevel::kInfo, "%llu of %llu records dropped: %llu with a thread's buffer full, %llu in frames not sent",
+           static_cast<unsigned long long>(bye.dropped), static_cast<unsigned long long>(bye.emitted),
+           static_cast<unsigned long long>(bye.dropped - unsent), static_cast<unsigned long long>(unsent));
   }
   if (!conn_.up()) conn_.ensure(config(), now_ns());
   conn_.send_bye(bye);
@@ -254,6 +278,7 @@ void Flusher::send_bye(int32_t kind, int32_t status) {
 void Flusher::retire(ThreadBuffer* tb) {
   retired_emitted_ += tb->drained + tb->seen_dropped;
   retired_dropped_ += tb->seen_dropped + tb->lost;
+  retired_lost_ += tb->lost;
   pthread_mutex_lock(&ps_->threads_mu);
   auto& v = ps_->threads;
   v.erase(std::remove(v.begin(), v.end(), tb), v.end());

@@ -1,6 +1,6 @@
 // The one background thread per process: drains every thread's ring every
-// TORCHPROF_FLUSH_MS (or when a producer passes half its ring), compresses each
-// thread's records into a zstd Frame and sends it; answers final-flush requests
+// TORCHPROF_FLUSH_MS (or when a producer passes half its ring), delta-encodes and
+// compresses each thread's records into a Frame and sends it; answers final-flush requests
 // (exit, signal, exec) with a last drain and a Bye.
 #pragma once
 

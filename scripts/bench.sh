@@ -2,6 +2,9 @@
 # Overhead and throughput figures, measured side by side in one run on this machine,
 # printed as one table: hot path vs no tool and vs a bare injection (the floor),
 # end-to-end slowdown, capture size, analysis speed and memory, collector ingest.
+# Frames are delta-encoded (the default); rows marked "raw" run the same program with
+# TORCHPROF_FRAME_ENCODING=raw (plain zstd, the encoding before the delta transform),
+# as the baseline measured in the same run.
 # Run by hand (not by ctest); it builds what it needs in BUILD_DIR first.
 #
 #   scripts/bench.sh [BUILD_DIR]        (default: build-bench, configured Release if new)
@@ -28,7 +31,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges call_loop floor_inject_clock
-         floor_inject_rdtsc analysis_bench)
+         floor_inject_rdtsc analysis_bench ingest_bench)
 have_gpu_workload=0
 if grep -q '^build gpu_workload' "$build/build.ninja" 2>/dev/null || \
    grep -q 'gpu_workload' "$build/Makefile" 2>/dev/null; then
@@ -65,6 +68,17 @@ summary() {
   /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[2]+"/summary.json")); print(sum(p[sys.argv[1]] for p in s["processes"]))' "$1" "$2"
 }
 tool() { TORCHPROF_LOG_LEVEL=error "$run_tool" -q "$@"; }
+# frame_bytes DIR: bytes of the Frame chunks (headers included) in DIR/capture.tprof,
+# without the run info and Hellos (which carry the command line)
+frame_bytes() {
+  /usr/bin/python3 -c 'import struct,sys
+d = open(sys.argv[1] + "/capture.tprof", "rb").read(); pos = 24; n = 0
+while pos + 16 <= len(d):
+    t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
+print(n)' "$1"
+}
+# size_ratio A B: capture.tprof of A over that of B (same events, other encodings)
+size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture.tprof")"; }
 
 echo "torchprof bench: build $build, work $work" >&2
 
@@ -80,6 +94,7 @@ tool -o "$work/hot1" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1"
 big_kb=$(( (pairs * 2 * 32 * 2) / 1024 + 1024 ))
 TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big"
 TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot2big" -- "$bb/nvtx_pairs" "$pairs" 2 >"$work/tp2big"
+TORCHPROF_FRAME_ENCODING=raw TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1raw" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1raw"
 
 none=$(val "$work/none" pair_ns)
 fc=$(val "$work/floor_clock" pair_ns)
@@ -94,12 +109,16 @@ row hot floor_rdtsc "$fr" ns/pair "same with rdtsc"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
 row hot torchprof_ring_fits_all "$tpb" ns/pair "x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
+# The flusher's share: process CPU minus the program thread's own, per pair (2 records).
+fl_delta=$(calc "$(val "$work/tp1big" process_cpu_ns_per_pair) - $tpb")
+fl_raw=$(calc "$(val "$work/tp1raw" process_cpu_ns_per_pair) - $(val "$work/tp1raw" pair_ns)")
+row hot flusher_cpu "$(calc "$fl_delta / 2")" ns/record "delta+zstd; raw zstd $(calc "$fl_raw / 2") ns/record in this run: x$(calc "$fl_delta / $fl_raw")"
 row hot floor_clock_2_threads "$fc2" ns/pair "slowest thread; x$(calc "$fc2 / $fc") vs 1 thread"
 row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb") vs 1 thread; dropped $(summary dropped "$work/hot2big")"
 if command -v uftrace >/dev/null 2>&1; then
   cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
   calls=$((pairs / 2))
-  "$work/call_loop_pg" "$calls" >"$work/uf_none"
+  (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none")  # gmon.out stays in $work
   (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec")
   uf_add=$(calc "$(val "$work/uf_rec" call_ns) - $(val "$work/uf_none" call_ns)")
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
@@ -113,6 +132,8 @@ echo "[2/5] end to end: $e2e_ranges ranges with busy work" >&2
 for i in 1 2; do
   timed "$work/e2e_none$i" "$bb/e2e_ranges" "$e2e_ranges"
   timed "$work/e2e_tp$i" "$run_tool" -q -o "$work/e2e$i" -- "$bb/e2e_ranges" "$e2e_ranges"
+  timed "$work/e2e_raw$i" env TORCHPROF_FRAME_ENCODING=raw "$run_tool" -q -o "$work/e2e_raw_out$i" -- \
+    "$bb/e2e_ranges" "$e2e_ranges"
 done
 # The faster of two runs each: the load of a shared machine only ever adds.
 best() { awk -v n="$2" '$1 == n { print $2 }' "$work/$1"1 "$work/$1"2 | sort -g | head -1; }
@@ -120,7 +141,8 @@ n_cpu=$(best e2e_none loop_cpu_s); t_cpu=$(best e2e_tp loop_cpu_s)
 n_loop=$(best e2e_none loop_s); t_loop=$(best e2e_tp loop_s)
 n_wall=$(best e2e_none wall_s); t_wall=$(best e2e_tp wall_s)
 row e2e rate_no_tool "$(calc "$e2e_ranges / $n_cpu")" ranges/s "per CPU second, no tool"
-row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu - 1) * 100")% (process CPU, flusher included)"
+r_cpu=$(best e2e_raw loop_cpu_s)
+row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu - 1) * 100")% (process CPU, flusher included); raw zstd frames $r_cpu s: $(calc "($r_cpu / $n_cpu - 1) * 100")%"
 row e2e loop_wall "$t_loop" s "no tool $n_loop s: slowdown $(calc "($t_loop / $n_loop - 1) * 100")%"
 row e2e process_wall "$t_wall" s "no tool $n_wall s: $(calc "($t_wall / $n_wall - 1) * 100")% (start, collection, analysis, files)"
 row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summary events "$work/e2e1") of $((e2e_ranges + 1))"
@@ -128,16 +150,22 @@ row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summ
 # ---------- 3. capture size ----------
 echo "[3/5] capture size" >&2
 "$bb/analysis_bench" "$work/hot1big" "$work/an_hot" >"$work/size_nvtx"
-row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop)"
-row size nvtx_kineto_json "$(val "$work/size_nvtx" kineto_bytes_per_event)" B/event "Kineto JSON for the same ranges; x$(calc "$(val "$work/size_nvtx" kineto_bytes_per_event) / $(val "$work/size_nvtx" capture_bytes_per_event)")"
+nvtx_ratio=$(size_ratio "$work/hot1raw" "$work/hot1big")
+row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop), delta frames; raw zstd frames $(calc "$nvtx_ratio * $(val "$work/size_nvtx" capture_bytes_per_event)") B: x$nvtx_ratio larger"
+row size nvtx_kineto_json "$(val "$work/size_nvtx" kineto_bytes_per_event)" B/event "Kineto JSON for the same ranges; x$(calc "$(val "$work/size_nvtx" kineto_bytes_per_event) / $(val "$work/size_nvtx" capture_bytes_per_event)") the capture"
 if [[ $have_gpu_workload == 1 ]]; then
   step='range:step{kernel:gemm_kernel:20us;kernel:relu_kernel:5us;memcpy:htod:65536:3us;kernel:softmax_kernel:4us:stream=9;sync}'
   gpu_args=()
   for ((i = 0; i < gpu_steps; ++i)); do gpu_args+=("$step"); done
   TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) \
     tool -o "$work/gpu" -- "$bin/gpu_workload" "${gpu_args[@]}" >/dev/null
+  TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) TORCHPROF_FRAME_ENCODING=raw \
+    tool -o "$work/gpu_raw" -- "$bin/gpu_workload" "${gpu_args[@]}" >/dev/null
   "$bb/analysis_bench" "$work/gpu" "$work/an_gpu" >"$work/size_gpu"
-  row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($(val "$work/size_gpu" events) events)"
+  gpu_ev=$(val "$work/size_gpu" events)
+  gpu_fd=$(frame_bytes "$work/gpu"); gpu_fr=$(frame_bytes "$work/gpu_raw")
+  row size gpu_capture "$(val "$work/size_gpu" capture_bytes_per_event)" B/event "fake GPU: ranges, API calls, kernels, memcpys ($gpu_ev events), whole file (the command line is stored twice); raw zstd frames x$(size_ratio "$work/gpu_raw" "$work/gpu")"
+  row size gpu_frames "$(calc "$gpu_fd / $gpu_ev")" B/event "the frames alone, delta; raw zstd frames $(calc "$gpu_fr / $gpu_ev") B/event: x$(calc "$gpu_fr / $gpu_fd") larger"
   row size gpu_kineto_json "$(val "$work/size_gpu" kineto_bytes_per_event)" B/event "x$(calc "$(val "$work/size_gpu" kineto_bytes_per_event) / $(val "$work/size_gpu" capture_bytes_per_event)") the capture"
 else
   row size gpu_capture - - "gpu_workload not built (tests off)"
@@ -180,6 +208,19 @@ loop_s=$(calc "($wall_a > $wall_b ? $wall_a : $wall_b) * $flood_pairs / 1e9")
 row ingest produced "$(calc "$produced / $loop_s")" records/s "2 processes x $flood_pairs pairs in $loop_s s (wall)"
 row ingest delivered "$(calc "($produced - $dropped) / $loop_s")" records/s "over the same time"
 row ingest dropped "$dropped" records "$(calc "$dropped * 100 / $produced")% of $produced; ranges decoded $(summary events "$work/flood")"
+TORCHPROF_FRAME_ENCODING=raw tool -o "$work/flood_raw" -- /bin/sh -c \
+  "'$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_ra' & '$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_rb' & wait"
+dropped_raw=$(summary dropped "$work/flood_raw")
+wall_a=$(val "$work/flood_ra" pair_wall_ns); wall_b=$(val "$work/flood_rb" pair_wall_ns)
+loop_raw=$(calc "($wall_a > $wall_b ? $wall_a : $wall_b) * $flood_pairs / 1e9")
+row ingest raw_frames "$(calc "($produced - $dropped_raw) / $loop_raw")" records/s "delivered with raw zstd frames: produced $(calc "$produced / $loop_raw")/s, dropped $dropped_raw ($(calc "$dropped_raw * 100 / $produced")%)"
+# The collector alone: ready-made frames from 2 senders, its CPU time per record.
+ingest_frames=$((400 / scale))
+"$bb/ingest_bench" 2 "$ingest_frames" delta >"$work/ingest"
+"$bb/ingest_bench" 2 "$ingest_frames" raw >"$work/ingest_raw"
+cap=$(val "$work/ingest" records_per_collector_cpu_s)
+row ingest collector_capacity "$cap" records/cpu-s "collector event loop alone, delta frames; x$(calc "$cap * $loop_s / $produced") the rate 2 flooding processes produce"
+row ingest collector_capacity_raw "$(val "$work/ingest_raw" records_per_collector_cpu_s)" records/cpu-s "same with raw zstd frames ($(val "$work/ingest_raw" wire_bytes_per_record) B/record on the wire vs $(val "$work/ingest" wire_bytes_per_record))"
 
 # ---------- table ----------
 load=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -12,11 +12,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace torchprof::capture {
 
 constexpr char kFileMagic[8] = {'T', 'P', 'R', 'O', 'F', 'C', 'A', 'P'};
-constexpr uint32_t kFileVersion = 1;
+// 2: chunk checks are check_words() instead of FNV-1a (the collector's largest cost).
+constexpr uint32_t kFileVersion = 2;
+// The oldest file version readers still take.
+constexpr uint32_t kMinFileVersion = 1;
 constexpr uint32_t kMaxChunkBody = 64u << 20;
 
 struct FileHeader {
@@ -40,13 +44,36 @@ struct ChunkHeader {
   uint32_t type;   // ChunkType
   uint32_t conn;   // connection number, from 1; 0 for run-level chunks
   uint32_t size;   // body bytes
-  uint32_t check;  // FNV-1a 32 of the body
+  uint32_t check;  // chunk_check() of the body: FNV-1a 32 in version 1, check_words() since 2
 };
 
 constexpr uint32_t fnv1a32(const void* data, size_t n, uint32_t h = 2166136261u) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
   return h;
+}
+
+// FNV-1a's multiply-xor over 8-byte little-endian words instead of single bytes (the
+// tail bytewise), length-seeded and folded to 32 bits: one dependent multiply per 8
+// bytes, ~10x faster than FNV-1a per byte, and any change confined to one word still
+// changes the 64-bit state. A torn-write and damage check, not a cryptographic hash.
+inline uint32_t check_words(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 14695981039346656037ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, sizeof w);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  h ^= h >> 29;
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+// The check of a chunk body in a file of `file_version`.
+inline uint32_t chunk_check(uint32_t file_version, const void* data, size_t n) {
+  return file_version < 2 ? fnv1a32(data, n) : check_words(data, n);
 }
 
 static_assert(sizeof(FileHeader) == 24);

@@ -21,6 +21,9 @@ constexpr const char* kExitTimeoutMs = "TORCHPROF_EXIT_TIMEOUT_MS";
 constexpr const char* kWorkerName = "TORCHPROF_WORKER_NAME";
 // Path of libcupti to dlopen instead of the toolkit's.
 constexpr const char* kCuptiLib = "TORCHPROF_CUPTI_LIB";
+// How the flusher encodes frames: "delta" (default: delta transform, then zstd) or
+// "raw" (zstd of the slots as they are, protocol 1's only encoding; for comparison).
+constexpr const char* kFrameEncoding = "TORCHPROF_FRAME_ENCODING";
 // Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
 constexpr const char* kTrace = "TORCHPROF_TRACE";
 

@@ -7,8 +7,8 @@
 //   Frame            any number: one thread's records, zstd-compressed
 //   Bye              once, last, when the process exits cleanly or dies of a signal
 //
-// A Frame body is a FrameHeader followed by the compressed bytes. Decompressed, it
-// is a run of 32-byte slots: a Record head, then `extra` continuation slots that
+// A Frame body is a FrameHeader followed by the compressed bytes. Decoded (as its
+// FrameEncoding says), it is a run of 32-byte slots: a Record head, then `extra` continuation slots that
 // belong to that record (the bytes of a string, a GPU record's extra fields).
 // A decoder that meets an unknown kind skips 1 + extra slots, so new kinds never
 // break old readers.
@@ -22,7 +22,12 @@
 
 namespace torchprof::wire {
 
-constexpr uint32_t kProtocolVersion = 1;
+// 2: frames may use FrameEncoding::kZstdDelta (the injected library sends only that).
+// Readers and the collector still take version 1 (kZstdRaw frames only); a reader of
+// version 1 refuses version-2 captures with a clear message instead of misreading them.
+constexpr uint32_t kProtocolVersion = 2;
+// The oldest version the collector accepts at the handshake and readers decode.
+constexpr uint32_t kMinProtocolVersion = 1;
 constexpr char kHelloMagic[8] = {'T', 'P', 'R', 'F', 'H', 'L', 'O', '1'};
 constexpr uint32_t kSlotSize = 32;
 // Largest body the collector accepts in one message; bigger closes the connection.
@@ -73,13 +78,14 @@ struct HelloAck {
 };
 
 enum class FrameEncoding : uint32_t {
-  kZstdRaw = 0,  // zstd of the slots as they are
+  kZstdRaw = 0,    // zstd of the slots as they are
+  kZstdDelta = 1,  // zstd of the slots' delta transform (frame_codec.h); protocol >= 2
 };
 
 struct FrameHeader {
   uint32_t tid;       // OS thread id whose records these are
   uint32_t encoding;  // FrameEncoding
-  uint32_t raw_size;  // bytes after decompression, a multiple of kSlotSize
+  uint32_t raw_size;  // bytes of slots once decoded, a multiple of kSlotSize
   uint32_t seq;       // per-thread frame number, from 0; a gap means a lost frame
 };
 

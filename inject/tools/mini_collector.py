@@ -2,7 +2,8 @@
 """A throwaway collector for checking libtorchprof_inject.so by hand.
 
 Listens on a Unix socket, answers HelloAck (status from --status), decodes every
-Frame (zstd via libzstd through ctypes) and prints one JSON object per
+Frame (zstd via libzstd through ctypes, then the inverse delta transform of
+formats/wire/frame_codec.h for kZstdDelta frames) and prints one JSON object per
 connection when it closes: Hello fields, per-thread record counts by kind, the
 last kDropped pair, resolved names of pushes, seq gaps and the Bye. Exits after
 --connections connections have closed.
@@ -63,6 +64,96 @@ def unzstd(data, raw_size):
     if zstd.ZSTD_isError(n) or n != raw_size:
         raise ValueError("bad frame")
     return out.raw
+
+
+zstd.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+zstd.ZSTD_getFrameContentSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+END_TIME_KINDS = {32, 33, 34, 35, 36, 38}  # `a` is an end time, coded against the record's ts
+MASK64 = (1 << 64) - 1
+
+
+def varints(data, pos, end):
+    """All varints of data[pos:end] as a list; ValueError when the last one is cut."""
+    out = []
+    v = shift = 0
+    for byte in data[pos:end]:
+        v |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            out.append(v)
+            v = shift = 0
+        else:
+            shift += 7
+    if shift:
+        raise ValueError("cut varint")
+    return out
+
+
+def unzigzag(v):
+    return (v >> 1) ^ -(v & 1)
+
+
+def undelta(data, n):
+    """Inverse of the delta transform (formats/wire/frame_codec.h): `n` slots as raw bytes."""
+    pos = 0
+    header = []
+    for _ in range(7):
+        v = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            v |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        header.append(v)
+    heads, conts, *lens = header
+    if conts != n - heads or pos + 2 * heads + sum(lens) + 32 * conts != len(data):
+        raise ValueError("bad delta header")
+    kinds = data[pos:pos + heads]
+    extras = data[pos + heads:pos + 2 * heads]
+    pos += 2 * heads
+    cols = []
+    for length in lens:
+        cols.append(varints(data, pos, pos + length))
+        pos += length
+    domain, name, dts, da, db = cols
+    if any(len(c) != heads for c in cols):
+        raise ValueError("bad delta column")
+    out = bytearray()
+    prev_ts = 0
+    prev_a, prev_b = {}, {}
+    slot = 0
+    for h in range(heads):
+        kind, extra = kinds[h], extras[h]
+        ts = (prev_ts + unzigzag(dts[h])) & MASK64
+        prev_ts = ts
+        if kind in END_TIME_KINDS:
+            a = (ts + unzigzag(da[h])) & MASK64
+        else:
+            a = (prev_a.get(kind, 0) + unzigzag(da[h])) & MASK64
+            prev_a[kind] = a
+        b = (prev_b.get(kind, 0) + unzigzag(db[h])) & MASK64
+        prev_b[kind] = b
+        out += struct.pack("<BBHIQQQ", kind, extra, domain[h], name[h], ts, a, b)
+        follow = min(extra, n - slot - 1)
+        out += data[pos:pos + 32 * follow]
+        pos += 32 * follow
+        slot += 1 + follow
+    if slot != n or pos != len(data):
+        raise ValueError("bad delta layout")
+    return bytes(out)
+
+
+def decode_frame(enc, data, raw_size):
+    if enc == 0:
+        return unzstd(data, raw_size)
+    if enc == 1:
+        content = zstd.ZSTD_getFrameContentSize(data, len(data))
+        if content > 70 + 40 * (raw_size // 32):
+            raise ValueError("bad delta frame size")
+        return undelta(unzstd(data, content), raw_size // 32)
+    raise ValueError(f"unknown frame encoding {enc}")
 
 
 def recv_exact(conn, n):
@@ -162,7 +253,7 @@ def serve(conn, args, results, lock):
             st["frames"] += 1
             st["raw_bytes"] += raw_size
             st["wire_bytes"] += size + 8
-            raw = unzstd(body[16:], raw_size)
+            raw = decode_frame(enc, body[16:], raw_size)
             if args.fast:
                 count_slots_fast(raw, st, tid)
             else:

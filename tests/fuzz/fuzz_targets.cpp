@@ -22,6 +22,7 @@
 #include "collector/server.h"
 #include "formats/outputs.h"
 #include "formats/wire/capture_format.h"
+#include "formats/wire/frame_codec.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof::fuzz {
@@ -35,7 +36,7 @@ void append(std::vector<uint8_t>& out, const void* p, size_t n) {
 void append_chunk(std::vector<uint8_t>& out, capture::ChunkType type, uint32_t conn, const void* body,
                   size_t size) {
   capture::ChunkHeader h{static_cast<uint32_t>(type), conn, static_cast<uint32_t>(size),
-                         capture::fnv1a32(body, size)};
+                         capture::chunk_check(capture::kFileVersion, body, size)};
   append(out, &h, sizeof h);
   append(out, body, size);
 }
@@ -64,15 +65,35 @@ std::vector<uint8_t> wrap_frame(const uint8_t* frame_body, size_t size) {
   return file;
 }
 
-std::vector<uint8_t> compress_records(const uint8_t* data, size_t size) {
-  size = size / wire::kSlotSize * wire::kSlotSize;
+// A frame body: FrameHeader{encoding, raw_size} + zstd of `size` bytes at `data`.
+std::vector<uint8_t> make_frame(wire::FrameEncoding encoding, uint32_t raw_size, const uint8_t* data, size_t size) {
   std::vector<uint8_t> body(sizeof(wire::FrameHeader) + ZSTD_compressBound(size));
-  wire::FrameHeader fh{7, static_cast<uint32_t>(wire::FrameEncoding::kZstdRaw), static_cast<uint32_t>(size), 0};
+  wire::FrameHeader fh{7, static_cast<uint32_t>(encoding), raw_size, 0};
   std::memcpy(body.data(), &fh, sizeof fh);
   size_t n = ZSTD_compress(body.data() + sizeof fh, body.size() - sizeof fh, data, size, 1);
   if (ZSTD_isError(n)) return {};
   body.resize(sizeof fh + n);
   return body;
+}
+
+std::vector<uint8_t> compress_records(const uint8_t* data, size_t size) {
+  size = size / wire::kSlotSize * wire::kSlotSize;
+  return make_frame(wire::FrameEncoding::kZstdRaw, static_cast<uint32_t>(size), data, size);
+}
+
+std::vector<uint8_t> delta_records(const uint8_t* data, size_t size) {
+  const auto slots = static_cast<uint32_t>(size / wire::kSlotSize);
+  std::vector<wire::Record> records(slots);
+  if (slots != 0) std::memcpy(records.data(), data, size_t{slots} * wire::kSlotSize);
+  std::vector<uint8_t> coded(wire::codec::encode_buffer_size(slots));
+  size_t n = wire::codec::delta_encode(records.data(), slots, coded.data());
+  return make_frame(wire::FrameEncoding::kZstdDelta, slots * wire::kSlotSize, coded.data(), n);
+}
+
+std::vector<uint8_t> delta_bytes(const uint8_t* data, size_t size) {
+  if (size < 2) return {};
+  const uint32_t slots = data[0] | (uint32_t{data[1]} << 8);
+  return make_frame(wire::FrameEncoding::kZstdDelta, slots * wire::kSlotSize, data + 2, size - 2);
 }
 
 // CaptureReader takes a path: the bytes go into an anonymous in-memory file.
@@ -227,8 +248,10 @@ int run_one(const uint8_t* data, size_t size) {
   } else if (mode == Mode::kFrameBody) {
     std::vector<uint8_t> file = wrap_frame(data, size);
     decode_bytes(file.data(), file.size());
-  } else if (mode == Mode::kRawRecords) {
-    std::vector<uint8_t> body = compress_records(data, size);
+  } else if (mode == Mode::kRawRecords || mode == Mode::kDeltaRecords || mode == Mode::kDeltaBytes) {
+    std::vector<uint8_t> body = mode == Mode::kRawRecords     ? compress_records(data, size)
+                                : mode == Mode::kDeltaRecords ? delta_records(data, size)
+                                                              : delta_bytes(data, size);
     std::vector<uint8_t> file = wrap_frame(body.data(), body.size());
     decode_bytes(file.data(), file.size());
   } else if (mode == Mode::kSocketStream) {

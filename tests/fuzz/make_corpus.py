@@ -3,10 +3,10 @@
     python3 make_corpus.py CAPTURE.tprof OUT_DIR
 
 Each seed starts with the mode byte of tests/fuzz/fuzz_targets.h: 0 + the capture
-(whole, and a prefix that ends mid-chunk), 1 + each of the first frame bodies, and
-2 + hand-made raw records covering every record kind the decoder knows, and 3 +
-socket streams (a Hello then the capture's first frames as messages; a stream with
-no Hello)."""
+(whole, and a prefix that ends mid-chunk), 1 + each of the first frame bodies,
+2 and 3 + hand-made raw records covering every record kind the decoder knows,
+4 + those records' delta transform (formats/wire/frame_codec.h), and 5 + socket
+streams (a Hello then the capture's first frames as messages; a stream with no Hello)."""
 
 import os
 import struct
@@ -55,6 +55,53 @@ def raw_records():
     return out
 
 
+END_TIME_KINDS = {32, 33, 34, 35, 36, 38}
+MASK64 = (1 << 64) - 1
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def zigzag(delta):
+    delta &= MASK64
+    return ((delta << 1) & MASK64) ^ (MASK64 if delta >> 63 else 0)
+
+
+def delta_transform(raw):
+    """The delta transform of frame_codec.h, for the mode-4 seed: slot count + bytes."""
+    n = len(raw) // 32
+    kinds, extras, cols, cont = bytearray(), bytearray(), [bytearray() for _ in range(5)], bytearray()
+    prev_ts, prev_a, prev_b = 0, {}, {}
+    i = heads = 0
+    while i < n:
+        kind, extra, domain, name, ts, a, b = struct.unpack_from("<BBHIQQQ", raw, i * 32)
+        kinds.append(kind)
+        extras.append(extra)
+        heads += 1
+        cols[0] += varint(domain)
+        cols[1] += varint(name)
+        cols[2] += varint(zigzag(ts - prev_ts))
+        prev_ts = ts
+        if kind in END_TIME_KINDS:
+            cols[3] += varint(zigzag(a - ts))
+        else:
+            cols[3] += varint(zigzag(a - prev_a.get(kind, 0)))
+            prev_a[kind] = a
+        cols[4] += varint(zigzag(b - prev_b.get(kind, 0)))
+        prev_b[kind] = b
+        follow = min(extra, n - i - 1)
+        cont += raw[(i + 1) * 32:(i + 1 + follow) * 32]
+        i += 1 + follow
+    header = varint(heads) + varint(n - heads) + b"".join(varint(len(c)) for c in cols)
+    return struct.pack("<H", n) + header + kinds + extras + b"".join(cols) + cont
+
+
 MSG_FRAME, MSG_BYE = 3, 4
 
 
@@ -63,7 +110,7 @@ def message(msg_type, body):
 
 
 def socket_seeds(frames):
-    """(name, bytes after the mode byte) for mode 3."""
+    """(name, bytes after the mode byte) for mode 5."""
     stream = b"".join(message(MSG_FRAME, body) for body in frames[:2])
     stream += message(MSG_BYE, struct.pack("<iiQQQ", 0, 0, 0, 0, 5000))
     return [("socket_hello_frames", b"\x01" + stream), ("socket_no_hello", b"\x00" + stream)]
@@ -85,8 +132,10 @@ def main():
     for i, body in enumerate(frames[:3]):
         seed(f"frame_{i}", 1, body)
     seed("records_all_kinds", 2, raw_records())
+    seed("delta_records_all_kinds", 3, raw_records())
+    seed("delta_bytes_all_kinds", 4, delta_transform(raw_records()))
     for name, body in socket_seeds(frames):
-        seed(name, 3, body)
+        seed(name, 5, body)
 
 
 if __name__ == "__main__":

@@ -141,7 +141,9 @@ struct CaptureBuilder {
   std::string bytes;
   std::vector<size_t> chunk_offsets;
 
-  explicit CaptureBuilder(uint32_t version = capture::kFileVersion) {
+  uint32_t version;
+
+  explicit CaptureBuilder(uint32_t file_version = capture::kFileVersion) : version(file_version) {
     capture::FileHeader h{};
     std::memcpy(h.magic, capture::kFileMagic, sizeof h.magic);
     h.version = version;
@@ -152,7 +154,7 @@ struct CaptureBuilder {
   CaptureBuilder& chunk(capture::ChunkType type, uint32_t conn, const std::string& body) {
     chunk_offsets.push_back(bytes.size());
     capture::ChunkHeader c{static_cast<uint32_t>(type), conn, static_cast<uint32_t>(body.size()),
-                           capture::fnv1a32(body.data(), body.size())};
+                           capture::chunk_check(version, body.data(), body.size())};
     append_pod(bytes, c);
     bytes += body;
     return *this;

@@ -73,11 +73,12 @@ std::vector<char> message(wire::MsgType type, const std::vector<char>& body) {
   return out;
 }
 
-std::vector<char> hello_body(int pid, const char* magic = wire::kHelloMagic) {
+std::vector<char> hello_body(int pid, const char* magic = wire::kHelloMagic,
+                             uint32_t version = wire::kProtocolVersion) {
   const std::string exe = "/bin/app";
   wire::Hello h{};
   std::memcpy(h.magic, magic, sizeof(h.magic));
-  h.version = wire::kProtocolVersion;
+  h.version = version;
   h.slot_size = wire::kSlotSize;
   h.pid = pid;
   h.exe_len = static_cast<uint32_t>(exe.size());
@@ -195,6 +196,29 @@ TEST_CASE("server: a bad Hello is answered with an error and not recorded") {
   CHECK(of_type(chunks, ChunkType::kHello).empty());
   CHECK(of_type(chunks, ChunkType::kFrame).empty());
   CHECK(of_type(chunks, ChunkType::kNote).size() == 2);
+}
+
+TEST_CASE("server: protocol versions from the oldest still read to the current one are accepted") {
+  Fixture fx;
+  CaptureWriter writer(fx.dir.string());
+  Server server(writer);
+  server.start();
+  for (uint32_t version = wire::kMinProtocolVersion; version <= wire::kProtocolVersion; ++version) {
+    Client c(server.socket_path());
+    c.send(message(wire::MsgType::kHello, hello_body(10 + static_cast<int>(version), wire::kHelloMagic, version)));
+    CHECK(c.ack().status == static_cast<uint32_t>(wire::AckStatus::kOk));
+  }
+  for (uint32_t version : {wire::kMinProtocolVersion - 1, wire::kProtocolVersion + 1}) {
+    Client c(server.socket_path());
+    c.send(message(wire::MsgType::kHello, hello_body(5, wire::kHelloMagic, version)));
+    CHECK(c.ack().status == static_cast<uint32_t>(wire::AckStatus::kBadVersion));
+    CHECK(c.closed_by_peer());
+  }
+  CHECK(server.wait_idle(5s));
+  server.stop();
+  writer.close();
+  const std::vector<Chunk> chunks = fx.chunks();
+  CHECK(of_type(chunks, ChunkType::kHello).size() == wire::kProtocolVersion - wire::kMinProtocolVersion + 1);
 }
 
 TEST_CASE("server: an oversized or unknown message closes only its own connection") {

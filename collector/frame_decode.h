@@ -1,0 +1,28 @@
+// Turns the body of a Frame (wire.h: FrameHeader + payload) back into its 32-byte
+// slots, whatever the frame's encoding: plain zstd (kZstdRaw, protocol 1) or zstd
+// of the delta transform (kZstdDelta, formats/wire/frame_codec.h). The collector
+// stores frames as they arrive; this runs only when a capture is analysed.
+#pragma once
+
+#include <zstd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/wire/wire.h"
+
+namespace torchprof {
+
+// Reusable buffers for decode_frame (one per decoding thread).
+struct FrameScratch {
+  std::vector<uint8_t> transformed;  // kZstdDelta: zstd's output, before the inverse transform
+};
+
+// Decodes `body` (FrameHeader first) into `raw` (resized to the header's raw_size).
+// On failure returns false and says why in `why`; never reads or writes out of bounds.
+bool decode_frame(const uint8_t* body, size_t size, ZSTD_DCtx* dctx, FrameScratch& scratch,
+                  wire::FrameHeader& header, std::vector<uint8_t>& raw, std::string* why = nullptr);
+
+}  // namespace torchprof
