@@ -11,6 +11,7 @@
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
+#include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
 #include "formats/summary_json.h"
@@ -49,6 +50,7 @@ std::string capture_file(const std::string& path) {
 AnalysisOptions analysis_options(const OutputOptions& options, Run& run) {
   AnalysisOptions analysis;
   analysis.step_marker = options.step_marker;
+  analysis.group_by_input_shape = options.group_by_input_shape;
   if (!options.schedule.empty()) {
     std::string error;
     std::string warning;
@@ -68,7 +70,7 @@ std::string render(const TableRows& rows, const std::string& format) {
   if (format == "csv") return render_csv(rows);
   if (format == "json") return render_json(rows);
   if (format == "markdown") return render_markdown(rows);
-  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
+  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown, folded)");
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -121,7 +123,17 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
 
   // Everything that can reject the options runs before any file is written.
   TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
-  const std::string printed = options.quiet ? std::string() : render(rows, options.format);
+  const std::string folded = render_folded_stacks(run);
+  std::string printed;
+  if (!options.quiet && options.format == "folded") {
+    printed = folded;
+    if (folded.empty()) {
+      std::cerr << "torchprof: no op in this capture has a Python stack "
+                   "(record with torchprof-run --with-stack)\n";
+    }
+  } else if (!options.quiet) {
+    printed = render(rows, options.format);
+  }
 
   OutputResult result;
   result.target_exit_code = run.exit_code;
@@ -138,6 +150,7 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
     write_text(dir / "summary.json", render_summary_json(run, traces, dir.string()));
     write_text(dir / "table.txt", render_table(rows));
     write_text(dir / "report.html", render_html_report(run, rows));
+    if (!folded.empty()) write_text(dir / "stacks.folded", folded);
     if (options.stats) {
       std::ostringstream stats;
       render_stats(run, stats);
