@@ -40,6 +40,8 @@ _VAR = "TORCHPROF_PYTORCH_OPS"
 # injected library's longest string).
 _MAX_FRAMES = 32
 _MAX_STACK_CHARS = 4000
+# Programs whose shapes keep changing (variable lengths) start the cache afresh.
+_MAX_CACHED_SHAPES = 4096
 
 
 def _log(message):
@@ -91,15 +93,6 @@ def _replace(cls, name, wrapper):
     setattr(cls, name, wrapper)
 
 
-def _shape_of(value, tensor_type):
-    if isinstance(value, tensor_type):
-        try:
-            return str(list(value.shape))
-        except Exception:  # noqa: BLE001 - tensors without sizes (sparse, nested, ...)
-            return "[]"
-    return "[]"
-
-
 class _DispatchCapture:
     """The dispatch mode, the caches its messages are built from, and the hooks that
     take it off the mode stack while the program uses modes of its own."""
@@ -121,7 +114,8 @@ class _DispatchCapture:
         self._profiler_on = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
         self._heads = {}       # op overload -> (b"name", argument names or None)
         self._own_code = {}    # code object -> True when it is torch's or torchprof's
-        self._frames = {}      # (code, line) -> "file(line): function"
+        self._frames = {}      # (code, instruction) -> b"file(line): function"
+        self._shape_texts = {}  # torch.Size -> "[2, 3]"
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self._skip_dirs = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, here + os.sep)
         self._thread = threading.get_ident()
@@ -278,13 +272,30 @@ class _DispatchCapture:
 
     def _sizes(self, arg_names, args, kwargs):
         # One entry per schema argument, defaults included, as torch's record_shapes.
-        tensor = self._tensor
-        shapes = [_shape_of(a, tensor) for a in args]
+        shape_text = self._shape_text
+        shapes = [shape_text(a) for a in args]
         if arg_names is not None:
-            shapes.extend(_shape_of(kwargs.get(n), tensor) for n in arg_names[len(args):])
+            for name in arg_names[len(args):]:
+                shapes.append(shape_text(kwargs.get(name)))
         else:
-            shapes.extend(_shape_of(v, tensor) for v in kwargs.values())
+            shapes.extend(shape_text(v) for v in kwargs.values())
         return ("[" + ", ".join(shapes) + "]").encode()
+
+    def _shape_text(self, value):
+        """"[2, 3]" for a tensor of that shape, "[]" for anything else."""
+        if not isinstance(value, self._tensor):
+            return "[]"
+        try:
+            shape = value.shape
+        except Exception:  # noqa: BLE001 - tensors without sizes (sparse, nested, ...)
+            return "[]"
+        text = self._shape_texts.get(shape)
+        if text is None:
+            if len(self._shape_texts) >= _MAX_CACHED_SHAPES:
+                self._shape_texts.clear()
+            text = str(list(shape))
+            self._shape_texts[shape] = text
+        return text
 
     def _python_stack(self):
         """The program's frames, innermost first, as "file(line): function"; torch's
@@ -299,7 +310,8 @@ class _DispatchCapture:
                 own = code.co_filename.startswith(self._skip_dirs)
                 self._own_code[code] = own
             if not own:
-                key = (code, f.f_lineno)
+                # By instruction: f_lineno is computed from the line table on every read.
+                key = (code, f.f_lasti)
                 text = self._frames.get(key)
                 if text is None:
                     text = "%s(%d): %s" % (code.co_filename.replace(";", ","), f.f_lineno, code.co_name)
