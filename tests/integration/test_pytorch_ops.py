@@ -11,7 +11,7 @@ import re
 
 import tp
 from tp import check, check_eq
-from test_python import PYTHON, clean_env, run_plain, run_py, script
+from test_python import run_plain, run_py, script
 
 PROGRAM = script("ops_train.py")
 STEPS = 4
@@ -219,6 +219,34 @@ def exit_code():
     check_eq(r.stderr.decode().strip().splitlines()[-1], last, "the exception the program died of")
 
 
+EMIT_NVTX_PROGRAM = """
+import torchprof
+with torchprof.range("forward"):
+    for seq in range(3):
+        with torchprof.range("aten::addmm, seq = %d, op_id = %d, sizes = [[2, 3], [3, 4], []], "
+                             "input_op_ids = [(0,0), (0,0)]" % (seq, 10 + seq)):
+            pass
+    with torchprof.range("aten::mm, seq = x"):
+        pass
+print("done")
+"""
+
+
+def emit_nvtx_messages():
+    # emit_nvtx's messages (torch's format) arriving as default-domain NVTX ranges, as on
+    # a CUDA build: pushed here through torchprof.range, the same record an NVTX push makes.
+    r = run_py(["-c", EMIT_NVTX_PROGRAM])
+    check_eq(r.stdout, b"done\n", "stdout")
+    s = r.summary
+    check_eq([(o["name"], o["calls"]) for o in cpu_op_rows(s)], [("aten::addmm", 3)], "cpu_op rows")
+    names = {o["name"]: o["kind"] for o in s["ops"]}
+    check_eq(names.get("forward"), "nvtx", "a plain range stays an NVTX row")
+    check_eq(names.get("aten::mm, seq = x"), "nvtx", "a malformed message keeps its text")
+    events = sorted(op_events(r, "aten::addmm"), key=lambda ev: float(ev["ts"]))
+    check_eq([ev["args"].get("Sequence number") for ev in events], [0, 1, 2], "Sequence number")
+    check(all(ev["args"].get("Input Dims") == [[2, 3], [3, 4], []] for ev in events), "Input Dims")
+
+
 def environment():
     probe = "import os; print(os.environ.get('TORCHPROF_PYTORCH_OPS'))"
     for options, value in (([], "None"), (["--pytorch-ops"], "ops"), (["--record-shapes"], "ops,shapes"),
@@ -229,7 +257,7 @@ def environment():
 
 
 SCENARIOS = [counts, off, shapes, group_by_shape, with_stack, no_stack_folded, workers, own_mode, own_profiler,
-             exit_code, environment]
+             exit_code, emit_nvtx_messages, environment]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
