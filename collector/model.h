@@ -32,6 +32,16 @@ struct OpInfo {
   std::vector<std::string> stack;   // the program's Python frames, innermost first
 };
 
+// A stack's frames as one string, innermost first, ';'-separated (Kineto's "Call stack").
+inline std::string joined_frames(const std::vector<std::string>& frames) {
+  std::string out;
+  for (const std::string& frame : frames) {
+    if (!out.empty()) out += ';';
+    out += frame;
+  }
+  return out;
+}
+
 struct Event {
   std::string name;
   EventKind kind = EventKind::kRange;

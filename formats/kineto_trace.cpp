@@ -302,10 +302,8 @@ class TraceWriter {
       out_ += op.input_shapes;
     }
     if (!op.stack.empty()) {
-      std::string stack;
-      for (const std::string& frame : op.stack) stack += (stack.empty() ? "" : ";") + frame;
       out_ += ", \"Call stack\": ";
-      json::append_string(out_, stack);
+      json::append_string(out_, joined_frames(op.stack));
     }
     out_ += "}";
   }

@@ -84,12 +84,6 @@ std::string trim_frame(const std::string& frame, size_t width) {
   return tail;
 }
 
-std::string joined_stack(const OpStats& o) {
-  std::string out;
-  for (const std::string& frame : o.stack) out += (out.empty() ? "" : ";") + frame;
-  return out;
-}
-
 std::vector<Column> columns(const TableRows& t) {
   const double cpu_total = us(t.self_cpu_total_ns);
   const double cuda_total = us(t.self_cuda_total_ns);
@@ -274,7 +268,7 @@ std::string render_csv(const TableRows& t) {
     }
     out += "," + std::to_string(o.calls);
     if (t.shapes_width > 0) out += "," + csv_quote(shapes_cell(o));
-    if (t.source_width > 0) out += "," + csv_quote(joined_stack(o));
+    if (t.source_width > 0) out += "," + csv_quote(joined_frames(o.stack));
     out += "\n";
   }
   return out;
