@@ -42,6 +42,9 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_option("--capture-range", options.capture_range,
                  "none (default) | cudaProfilerApi: only between cudaProfilerStart and "
                  "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named");
+  app.add_flag("--group-by-input-shape", options.group_by_input_shape,
+               "One table row per (operator, input shapes), with an Input Shapes column "
+               "(run: implies --record-shapes)");
   app.add_flag("--stats", options.stats,
                "Also print nsys-style summaries of kernels, CUDA API calls and memory "
                "operations (written to stats.txt)");

@@ -13,6 +13,7 @@ struct ChildEnvSettings {
   std::string worker_name;  // "" = each process names itself <host>_<pid>
   std::string python_path;  // "" = not a Python target; else put first on PYTHONPATH
   std::string trace;        // TORCHPROF_TRACE (nvtx,cuda,gpu,memory,python); "" = inherited
+  std::string pytorch_ops;  // TORCHPROF_PYTORCH_OPS ("ops[,shapes][,stack]"); "" = inherited
 };
 
 // `parent` (KEY=VALUE entries, as in environ) with the injection variables set:

@@ -96,7 +96,7 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
                  "with several inputs, nothing is written without -o)");
   add_analysis_options(app, options->output);
   app.add_option("--format", options->output.format, "What is printed on stdout")
-      ->check(CLI::IsMember({"table", "csv", "json", "markdown"}))
+      ->check(CLI::IsMember({"table", "csv", "json", "markdown", "folded"}))
       ->capture_default_str();
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");

@@ -90,7 +90,7 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   server.start();
   const ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
                                   options.output.worker_name, python_bootstrap_for(options, program),
-                                  options.trace};
+                                  options.trace, pytorch_ops_setting(options)};
   const std::vector<std::string> env = build_child_env(current_environment(), settings);
   if (const int err = target.spawn(program, options.command, env); err != 0) {
     std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
@@ -132,6 +132,15 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 
 }  // namespace
 
+std::string pytorch_ops_setting(const RunOptions& options) {
+  const bool shapes = options.record_shapes || options.output.group_by_input_shape;
+  if (!options.pytorch_ops && !shapes && !options.with_stack) return "";
+  std::string value = "ops";
+  if (shapes) value += ",shapes";
+  if (options.with_stack) value += ",stack";
+  return value;
+}
+
 void validate_trace_list(const std::string& list) {
   static const std::set<std::string> kWords = {"nvtx", "cuda", "gpu", "memory", "python", "all"};
   if (list.empty()) return;
@@ -165,6 +174,14 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_flag("--no-python", options->no_python, "Never load the Python bootstrap");
   app.add_option("--trace", options->trace,
                  "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)");
+  app.add_flag("--pytorch-ops", options->pytorch_ops,
+               "Record each PyTorch operator as a cpu_op range (Python targets; costs "
+               "microseconds per op)");
+  app.add_flag("--record-shapes", options->record_shapes,
+               "Record the operators' input shapes (implies --pytorch-ops)");
+  app.add_flag("--with-stack", options->with_stack,
+               "Record each operator's Python source location; adds a Source Location column "
+               "(implies --pytorch-ops)");
   // Everything from PROGRAM on belongs to the program, options included.
   app.prefix_command();
   return [options, &app, &line] {

@@ -18,7 +18,14 @@ struct RunOptions {
   bool python = false;     // --python: the Python bootstrap whatever PROGRAM is
   bool no_python = false;  // --no-python: never (default: when PROGRAM is Python)
   std::string trace;       // --trace: comma list of nvtx,cuda,gpu,memory,python; "" = all
+  bool pytorch_ops = false;    // --pytorch-ops: PyTorch operators as cpu_op rows
+  bool record_shapes = false;  // --record-shapes: with their input shapes (implies pytorch_ops)
+  bool with_stack = false;     // --with-stack: with their Python source location (implies pytorch_ops)
 };
+
+// TORCHPROF_PYTORCH_OPS for the options: "" (off), or "ops" followed by ",shapes"
+// and ",stack" as asked. --group-by-input-shape implies --record-shapes.
+std::string pytorch_ops_setting(const RunOptions& options);
 
 CommandAction setup_run_command(CLI::App& app, const CommandLine& line);
 

@@ -205,16 +205,21 @@ const char* gpu_kind_name(GpuKind kind) {
   return "kernel";
 }
 
-// One row per (kind, name): an NVTX range and a kernel never share a row.
+// One row per op_row_key: an NVTX range and a kernel never share a row.
 class OpTable {
  public:
   explicit OpTable(std::vector<OpStats>& ops) : ops_(ops) {}
   OpStats& row(const std::string& name, const char* kind) {
-    auto [it, fresh] = rows_.try_emplace(std::string(kind) + '\0' + name, ops_.size());
+    OpStats key;
+    key.kind = kind;
+    return row(name, std::move(key));
+  }
+  // `key` holds the row's kind and, for cpu_op rows, its shapes and stack.
+  OpStats& row(const std::string& name, OpStats key) {
+    auto [it, fresh] = rows_.try_emplace(op_row_key(key, name), ops_.size());
     if (fresh) {
-      OpStats& op = ops_.emplace_back();
+      OpStats& op = ops_.emplace_back(std::move(key));
       op.name = name;
-      op.kind = kind;
     }
     return ops_[it->second];
   }
@@ -224,12 +229,24 @@ class OpTable {
   std::unordered_map<std::string, size_t> rows_;
 };
 
-void add_events(const Process& proc, OpTable& table) {
+// The row an op event counts in: by name, plus its shapes when grouped by them, plus
+// its first frames when it has a Python stack (as torch's group_by_stack_n).
+OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
+  OpStats key;
+  key.kind = "cpu_op";
+  if (group_by_input_shape) key.input_shapes = op.input_shapes;
+  const size_t frames = std::min(op.stack.size(), kOpStackFrames);
+  key.stack.assign(op.stack.begin(), op.stack.begin() + static_cast<std::ptrdiff_t>(frames));
+  return key;
+}
+
+void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) {
   for (const Event& e : proc.events_list) {
     if (e.kind == EventKind::kMark || e.step < 0 || !recorded(proc.steps[e.step].action)) continue;
     // torch renames ProfilerStep#N to ProfilerStep* before grouping; so do we.
     const std::string& name = e.name.starts_with(kStepPrefix) ? kStepRow : e.name;
-    OpStats& op = table.row(name, e.kind == EventKind::kRange ? "nvtx" : "cuda_api");
+    OpStats& op = e.op != nullptr ? table.row(name, op_row(*e.op, group_by_input_shape))
+                                  : table.row(name, e.kind == EventKind::kRange ? "nvtx" : "cuda_api");
     ++op.calls;
     op.self_cpu_ns += e.self_ns;
     op.cpu_total_ns += e.dur_ns();
@@ -252,11 +269,11 @@ void add_gpu_records(const Process& proc, OpTable& table) {
 
 }  // namespace
 
-void aggregate_ops(Run& run) {
+void aggregate_ops(Run& run, bool group_by_input_shape) {
   run.ops.clear();
   OpTable table(run.ops);
   for (const Process& proc : run.processes) {
-    add_events(proc, table);
+    add_events(proc, table, group_by_input_shape);
     add_gpu_records(proc, table);
   }
 }
@@ -269,7 +286,7 @@ void analyse(Run& run, const AnalysisOptions& options) {
     attribute_gpu(proc);
     if (!proc.gpu_events.empty() || !proc.memory_events.empty()) run.has_gpu = true;
   }
-  aggregate_ops(run);
+  aggregate_ops(run, options.group_by_input_shape);
   for (const OpStats& op : run.ops) {
     if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) run.has_gpu = true;
   }

@@ -16,6 +16,7 @@ struct AnalysisOptions {
   std::optional<Schedule> schedule;            // nullopt: every step recorded, one cycle
   std::string step_marker = "^ProfilerStep#";  // ECMAScript regex on range and mark names
   CaptureRange capture_range;                  // what is outside its windows is dropped first
+  bool group_by_input_shape = false;           // cpu_op rows keyed by (name, input shapes) too
 };
 
 // Fills Event::parent/self_ns/step, Process::steps and Run::ops. Throws InputError
@@ -28,7 +29,7 @@ void sort_events(std::vector<Event>& events);
 // Pieces of analyse(), exposed for tests.
 void compute_nesting(Process& proc);
 void compute_steps(Process& proc, const AnalysisOptions& options);
-void aggregate_ops(Run& run);
+void aggregate_ops(Run& run, bool group_by_input_shape = false);
 
 // Number of saved cycles (trace files) of a process after compute_steps().
 int cycle_count(const Process& proc);

@@ -3,6 +3,7 @@
 #include "collector/analysis.h"
 #include "collector/frame_decode.h"
 #include "collector/gpu_decode.h"
+#include "collector/op_message.h"
 
 #include <zstd.h>
 
@@ -733,7 +734,10 @@ Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
     decode_connection(reader, *conn, dctx.get(), proc, &meter);
     if (conn->bye) apply_bye(*conn->bye, proc);
   }
-  for (Process& proc : run.processes) sort_process_events(proc);
+  for (Process& proc : run.processes) {
+    sort_process_events(proc);
+    classify_pytorch_ops(proc);
+  }
   apply_launcher_view(run, scanned);
   finish_run(run, scanned);
   return run;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace torchprof {
@@ -19,6 +21,26 @@ enum class EventKind : uint8_t {
 inline bool is_cuda_api(EventKind k) { return k == EventKind::kCudaRuntime || k == EventKind::kCudaDriver; }
 
 enum class StepAction : uint8_t { kNone, kWarmup, kRecord, kRecordAndSave };
+
+// What a PyTorch op range's message said (collector/op_message.h). Events of the
+// same message share one.
+struct OpInfo {
+  std::string name;                 // e.g. "aten::addmm"
+  int64_t sequence = -1;            // autograd sequence number; -1 none
+  uint64_t op_id = 0;               // emit_nvtx's op id; 0 none
+  std::string input_shapes;         // "[[2, 3], [3, 4], []]" as torch prints them; "" not recorded
+  std::vector<std::string> stack;   // the program's Python frames, innermost first
+};
+
+// A stack's frames as one string, innermost first, ';'-separated (Kineto's "Call stack").
+inline std::string joined_frames(const std::vector<std::string>& frames) {
+  std::string out;
+  for (const std::string& frame : frames) {
+    if (!out.empty()) out += ';';
+    out += frame;
+  }
+  return out;
+}
 
 struct Event {
   std::string name;
@@ -45,6 +67,9 @@ struct Event {
   // children's totals. API calls keep 0, as torch shows cudaLaunchKernel.
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
+  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
+  // range is a cpu_op named op->name.
+  std::shared_ptr<const OpInfo> op;
 
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
@@ -184,6 +209,10 @@ struct OpStats {
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
   std::string mangled;        // kernels: the name as recorded (name is demangled)
+  // cpu_op rows: part of the row's key when grouped by input shape, and when the ops
+  // carry Python stacks (the first kOpStackFrames frames, innermost first).
+  std::string input_shapes;
+  std::vector<std::string> stack;
 };
 
 // One of the runs a merged report (`torchprof report DIR1 DIR2 …`) combines.
@@ -196,6 +225,25 @@ struct RunInput {
   bool truncated = false;
   size_t processes = 0;
 };
+
+// Frames of an op's stack that key its row and show under Source Location (torch's
+// MAX_STACK_ENTRY for the table).
+constexpr size_t kOpStackFrames = 5;
+
+// What makes two OpStats one row: kind, name, and for cpu_op rows their input
+// shapes and stack (empty unless grouped by them).
+inline std::string op_row_key(const OpStats& op, std::string_view name) {
+  std::string key = op.kind;
+  key += '\0';
+  key += name;
+  key += '\0';
+  key += op.input_shapes;
+  for (const std::string& frame : op.stack) {
+    key += '\n';
+    key += frame;
+  }
+  return key;
+}
 
 struct Run {
   std::vector<RunInput> inputs; // empty unless several runs were merged into this one

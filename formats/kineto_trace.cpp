@@ -275,10 +275,36 @@ class TraceWriter {
   }
 
   void range(const Event& e) {
-    common("X", "user_annotation", e.name, e.tid, e.start_ns);
+    common("X", e.op != nullptr ? "cpu_op" : "user_annotation", e.name, e.tid, e.start_ns);
     out_ += ", \"dur\": ";
     json::append_us(out_, e.dur_ns());
-    args(e);
+    if (e.op != nullptr) {
+      op_args(*e.op);
+    } else {
+      args(e);
+    }
+    out_ += "}";
+  }
+
+  // Kineto's cpu_op args: Sequence number (with Fwd thread id, 0 as in torch's traces
+  // for ops run on their own thread), Input Dims (emit_nvtx's sizes, JSON as they
+  // are: the parser let only nested integer lists through), Call stack (frames
+  // innermost first, ';'-separated).
+  void op_args(const OpInfo& op) {
+    annotation_ids();
+    if (op.sequence >= 0) {
+      out_ += ", \"Sequence number\": ";
+      json::append_int(out_, op.sequence);
+      out_ += ", \"Fwd thread id\": 0";
+    }
+    if (!op.input_shapes.empty()) {
+      out_ += ", \"Input Dims\": ";
+      out_ += op.input_shapes;
+    }
+    if (!op.stack.empty()) {
+      out_ += ", \"Call stack\": ";
+      json::append_string(out_, joined_frames(op.stack));
+    }
     out_ += "}";
   }
 

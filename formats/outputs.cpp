@@ -12,6 +12,7 @@
 #include "collector/analysis.h"
 #include "collector/decode.h"
 #include "collector/rank_steps.h"
+#include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
 #include "formats/rank_table.h"
@@ -52,6 +53,7 @@ std::string capture_file(const std::string& path) {
 AnalysisOptions analysis_options(const OutputOptions& options, std::vector<std::string>& warnings) {
   AnalysisOptions analysis;
   analysis.step_marker = options.step_marker;
+  analysis.group_by_input_shape = options.group_by_input_shape;
   if (!options.schedule.empty()) {
     std::string error;
     std::string warning;
@@ -85,7 +87,7 @@ std::string render(const TableRows& rows, const std::string& format) {
   if (format == "csv") return render_csv(rows);
   if (format == "json") return render_json(rows);
   if (format == "markdown") return render_markdown(rows);
-  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
+  throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown, folded)");
 }
 
 // A merged report: the op table, then the per-rank step table in the same format.
@@ -142,7 +144,17 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
   auto rendered = [&](const std::string& format) {
     return ranks ? render(rows, *ranks, format, options.row_limit) : render(rows, format);
   };
-  const std::string printed = options.quiet ? std::string() : rendered(options.format);
+  const std::string folded = render_folded_stacks(run);
+  std::string printed;
+  if (!options.quiet && options.format == "folded") {
+    printed = folded;
+    if (folded.empty()) {
+      std::cerr << "torchprof: no op in this capture has a Python stack "
+                   "(record with torchprof-run --with-stack)\n";
+    }
+  } else if (!options.quiet) {
+    printed = rendered(options.format);
+  }
 
   OutputResult result;
   result.target_exit_code = run.exit_code;
@@ -161,6 +173,7 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks));
     write_text(dir / "table.txt", rendered("table"));
     write_text(dir / "report.html", render_html_report(run, rows));
+    if (!folded.empty()) write_text(dir / "stacks.folded", folded);
     if (options.stats) {
       std::ostringstream stats;
       render_stats(run, stats);

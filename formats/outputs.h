@@ -25,13 +25,14 @@ struct OutputOptions {
   std::string step_marker = "^ProfilerStep#"; // ECMAScript regex on NVTX range and mark names
   std::string worker_name;                    // "" = each process's own (<host>_<pid>)
   bool gzip = false;                          // traces as .pt.trace.json.gz
-  std::string format = "table";               // what goes to `out`: table|csv|json|markdown
+  std::string format = "table";               // what goes to `out`: table|csv|json|markdown|folded
   bool write_files = true;                    // false: print only
   bool quiet = false;                         // nothing on `out`
   bool stats = false;                         // also print nsys-style summaries (formats/stats.h)
   std::string capture_range;                  // none | cudaProfilerApi | nvtx:NAME[@DOMAIN]; "" = none
   double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
                                               // above the median rank's is a straggler
+  bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
 };
 
 struct OutputResult {

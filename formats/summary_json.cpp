@@ -90,6 +90,9 @@ Json ops_json(const Run& run) {
                    {"self_cuda_ns", o.self_cuda_ns},
                    {"cuda_total_ns", o.cuda_total_ns},
                    {"input_shapes", nullptr}});
+    // Shapes are a row's own only when rows were grouped by them.
+    if (!o.input_shapes.empty()) ops.back()["input_shapes"] = o.input_shapes;
+    if (!o.stack.empty()) ops.back()["stack"] = o.stack;
     if (!o.mangled.empty() && o.mangled != o.name) ops.back()["mangled_name"] = o.mangled;
   }
   return ops;

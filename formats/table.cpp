@@ -14,6 +14,8 @@ namespace {
 
 constexpr size_t kMaxNameWidth = 55;  // torch's max_name_column_width
 constexpr size_t kColumnWidth = 12;
+constexpr size_t kMaxShapesWidth = 150;  // torch's cap on the Input Shapes column
+constexpr size_t kMaxSourceWidth = 75;   // torch's max_src_column_width
 constexpr const char* kStepPrefix = "ProfilerStep#";
 
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -48,7 +50,7 @@ std::vector<OpStats> fold_steps(const std::vector<OpStats>& ops) {
   std::unordered_map<std::string, size_t> index;
   for (const OpStats& op : ops) {
     std::string name = op.name.starts_with(kStepPrefix) ? "ProfilerStep*" : op.name;
-    auto [it, fresh] = index.try_emplace(op.kind + '\0' + name, folded.size());
+    auto [it, fresh] = index.try_emplace(op_row_key(op, name), folded.size());
     if (fresh) {
       folded.push_back(op);
       folded.back().name = name;
@@ -67,7 +69,20 @@ std::vector<OpStats> fold_steps(const std::vector<OpStats>& ops) {
 struct Column {
   std::string header;
   std::function<std::string(const OpStats&)> cell;
+  size_t width = kColumnWidth;
 };
+
+std::string shapes_cell(const OpStats& o) { return o.input_shapes.empty() ? "[]" : o.input_shapes; }
+
+// torch's trim_path: the last `width` characters of a long frame, the first three of
+// them turned into "...".
+std::string trim_frame(const std::string& frame, size_t width) {
+  const size_t len = utf8_length(frame);
+  if (len <= width) return frame;
+  std::string tail = frame.substr(utf8_prefix(frame, len - width).size());
+  if (utf8_length(tail) > 3) tail = "..." + tail.substr(utf8_prefix(tail, 3).size());
+  return tail;
+}
 
 std::vector<Column> columns(const TableRows& t) {
   const double cpu_total = us(t.self_cpu_total_ns);
@@ -92,6 +107,11 @@ std::vector<Column> columns(const TableRows& t) {
                     }});
   }
   cols.push_back({"# of Calls", [](const OpStats& o) { return std::to_string(o.calls); }});
+  if (t.shapes_width > 0) {
+    cols.push_back({"Input Shapes",
+                    [w = t.shapes_width](const OpStats& o) { return utf8_prefix(shapes_cell(o), w); },
+                    t.shapes_width});
+  }
   return cols;
 }
 
@@ -99,6 +119,12 @@ void pad_left(std::string& out, std::string_view text, size_t width) {
   size_t len = utf8_length(text);
   if (len < width) out.append(width - len, ' ');
   out.append(text);
+}
+
+void pad_right(std::string& out, std::string_view text, size_t width) {
+  out.append(text);
+  size_t len = utf8_length(text);
+  if (len < width) out.append(width - len, ' ');
 }
 
 std::string display_name(const std::string& name) {
@@ -153,6 +179,16 @@ TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
     return sort_value(x, t.sort_key) > sort_value(y, t.sort_key);
   });
   t.name_width = std::min(longest + 4, kMaxNameWidth);
+  size_t longest_shapes = 0;
+  size_t longest_frame = 0;
+  bool any_shapes = false;
+  for (const OpStats& op : t.rows) {
+    any_shapes |= !op.input_shapes.empty();
+    longest_shapes = std::max(longest_shapes, utf8_length(shapes_cell(op)));
+    for (const std::string& frame : op.stack) longest_frame = std::max(longest_frame, utf8_length(frame));
+  }
+  if (any_shapes) t.shapes_width = std::min(longest_shapes + 4, kMaxShapesWidth);
+  if (longest_frame > 0) t.source_width = std::min(longest_frame + 4, kMaxSourceWidth);
   if (options.row_limit > 0 && t.rows.size() > static_cast<size_t>(options.row_limit)) {
     t.rows.resize(static_cast<size_t>(options.row_limit));
   }
@@ -163,26 +199,47 @@ std::string render_table(const TableRows& t) {
   const std::vector<Column> cols = columns(t);
   std::string rule(t.name_width, '-');
   rule += "  ";
-  for (size_t i = 0; i < cols.size(); ++i) rule += std::string(kColumnWidth, '-') + "  ";
+  for (const Column& c : cols) rule += std::string(c.width, '-') + "  ";
+  if (t.source_width > 0) rule += std::string(t.source_width, '-') + "  ";
   rule += '\n';
+
+  // One line: the name and the cells right-aligned, the source location left-aligned.
+  auto line = [&](std::string& out, std::string_view name, const OpStats* op, std::string_view source) {
+    pad_left(out, name, t.name_width);
+    out += "  ";
+    for (const Column& c : cols) {
+      pad_left(out, op != nullptr ? c.cell(*op) : std::string(), c.width);
+      out += "  ";
+    }
+    if (t.source_width > 0) {
+      pad_right(out, source, t.source_width);
+      out += "  ";
+    }
+    out += '\n';
+  };
 
   std::string out = rule;
   pad_left(out, "Name", t.name_width);
   out += "  ";
   for (const Column& c : cols) {
-    pad_left(out, c.header, kColumnWidth);
+    pad_left(out, c.header, c.width);
+    out += "  ";
+  }
+  if (t.source_width > 0) {
+    pad_right(out, "Source Location", t.source_width);
     out += "  ";
   }
   out += '\n';
   out += rule;
   for (const OpStats& op : t.rows) {
-    pad_left(out, display_name(op.name), t.name_width);
-    out += "  ";
-    for (const Column& c : cols) {
-      pad_left(out, c.cell(op), kColumnWidth);
-      out += "  ";
+    const std::string first = op.stack.empty() ? std::string() : trim_frame(op.stack[0], t.source_width);
+    line(out, display_name(op.name), &op, first);
+    if (t.source_width == 0 || op.stack.empty()) continue;
+    // As torch: the further frames on lines of their own, then an empty line.
+    for (size_t i = 1; i < op.stack.size() && i < kOpStackFrames; ++i) {
+      line(out, "", nullptr, trim_frame(op.stack[i], t.source_width));
     }
-    out += '\n';
+    line(out, "", nullptr, "");
   }
   out += rule;
   out += "Self CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
@@ -193,7 +250,10 @@ std::string render_table(const TableRows& t) {
 std::string render_csv(const TableRows& t) {
   std::string out = "Name,Self CPU %,Self CPU (us),CPU total %,CPU total (us),CPU time avg (us)";
   if (t.has_gpu) out += ",Self CUDA (us),Self CUDA %,CUDA total (us),CUDA time avg (us)";
-  out += ",# of Calls\n";
+  out += ",# of Calls";
+  if (t.shapes_width > 0) out += ",Input Shapes";
+  if (t.source_width > 0) out += ",Source Location";
+  out += "\n";
   const double cpu_total = us(t.self_cpu_total_ns);
   const double cuda_total = us(t.self_cuda_total_ns);
   auto share = [](double part, double total) { return total == 0 ? 0.0 : part * 100.0 / total; };
@@ -206,7 +266,10 @@ std::string render_csv(const TableRows& t) {
       out += "," + fixed(us(o.self_cuda_ns), 3) + "," + fixed(share(us(o.self_cuda_ns), cuda_total), 2);
       out += "," + fixed(us(o.cuda_total_ns), 3) + "," + fixed(avg_us(o.cuda_total_ns, o.calls), 3);
     }
-    out += "," + std::to_string(o.calls) + "\n";
+    out += "," + std::to_string(o.calls);
+    if (t.shapes_width > 0) out += "," + csv_quote(shapes_cell(o));
+    if (t.source_width > 0) out += "," + csv_quote(joined_frames(o.stack));
+    out += "\n";
   }
   return out;
 }
@@ -219,12 +282,17 @@ std::string render_markdown(const TableRows& t) {
     out += " " + c.header + " |";
     align += "---:|";
   }
+  if (t.source_width > 0) {
+    out += " Source Location |";
+    align += ":---|";
+  }
   out += "\n" + align + "\n";
   for (const OpStats& o : t.rows) {
     std::string name;
     for (char ch : o.name) name += ch == '|' ? std::string("\\|") : std::string(1, ch);
     out += "| " + name + " |";
     for (const Column& c : cols) out += " " + c.cell(o) + " |";
+    if (t.source_width > 0) out += " " + (o.stack.empty() ? std::string() : o.stack[0]) + " |";
     out += "\n";
   }
   out += "\nSelf CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
@@ -250,6 +318,8 @@ nlohmann::ordered_json table_rows_json(const TableRows& t) {
                          {"cpu_total_ns", o.cpu_total_ns},
                          {"self_cuda_ns", o.self_cuda_ns},
                          {"cuda_total_ns", o.cuda_total_ns}});
+    if (!o.input_shapes.empty()) j["rows"].back()["input_shapes"] = o.input_shapes;
+    if (!o.stack.empty()) j["rows"].back()["stack"] = o.stack;
   }
   return j;
 }

@@ -27,6 +27,10 @@ struct TableRows {
   bool has_gpu = false;
   size_t name_width = 0;            // in code points
   std::string sort_key;
+  // torch's optional last columns: Input Shapes when a row has shapes (grouped by
+  // them), Source Location when a row has a Python stack. 0 = no such column.
+  size_t shapes_width = 0;
+  size_t source_width = 0;
 };
 
 // The sort keys torch accepts, in the order they are listed to the user.

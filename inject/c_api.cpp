@@ -39,6 +39,31 @@ TORCHPROF_EXPORT void torchprof_mark(const char* name) {
   if (tb != nullptr) tpi::record_mark(tb, 0, tpi::ascii_name(name), 0, 0);
 }
 
+// A PyTorch op range from the Python bootstrap (python/torchprof/_pytorch_ops.py):
+// the message in emit_nvtx's format, in the "torchprof.ops" domain that tells the
+// collector every range in it is an op (collector/op_message.h). The domain id is
+// looked up (under the registry's lock) once per thread buffer, so once per thread
+// and again in a forked child, which starts with fresh buffers.
+TORCHPROF_EXPORT int torchprof_op_push(const char* message) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  if (tb == nullptr) return -1;
+  if (tb->ops_domain == 0) {
+    static constexpr char kDomain[] = "torchprof.ops";
+    tb->ops_domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
+    if (tb->ops_domain == 0) return -1;  // no domain id left: not recorded as an op
+  }
+  return tpi::record_push(tb, tb->ops_domain, tpi::ascii_name(message), 0, 0);
+}
+
+TORCHPROF_EXPORT int torchprof_op_pop(void) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  return tb != nullptr && tb->ops_domain != 0 ? tpi::record_pop(tb, tb->ops_domain) : -1;
+}
+
 // A step that already ended (the Python bootstrap's ProfilerStep#k, one per
 // optimizer.step()), timed on CLOCK_MONOTONIC as time.monotonic_ns() is. It goes
 // into the "torchprof" domain so it can be told from the program's own markers, and

@@ -23,6 +23,7 @@ struct ThreadBuffer {
   static constexpr uint32_t kDepthSlots = 64;
   int32_t depth[kDepthSlots] = {};  // push/pop nesting per domain (id mod kDepthSlots)
   char scratch[wire::kMaxStringBytes];  // UTF-8 of wide NVTX strings
+  uint16_t ops_domain = 0;     // the "torchprof.ops" domain id once looked up (c_api.cpp)
 
   // --- shared ---
   uint32_t tid = 0;

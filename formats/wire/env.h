@@ -26,5 +26,8 @@ constexpr const char* kCuptiLib = "TORCHPROF_CUPTI_LIB";
 constexpr const char* kFrameEncoding = "TORCHPROF_FRAME_ENCODING";
 // Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
 constexpr const char* kTrace = "TORCHPROF_TRACE";
+// PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes" and
+// ",stack"; unset or "" = off. Read by python/torchprof/_pytorch_ops.py.
+constexpr const char* kPytorchOps = "TORCHPROF_PYTORCH_OPS";
 
 }  // namespace torchprof::env

@@ -42,6 +42,14 @@ class _Api:
         self.mark.restype = None
         self.step_range.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
         self.step_range.restype = None
+        # PyTorch op ranges (_pytorch_ops.py); None with a library that predates them.
+        self.op_push = getattr(lib, "torchprof_op_push", None)
+        self.op_pop = getattr(lib, "torchprof_op_pop", None)
+        if self.op_push is not None and self.op_pop is not None:
+            self.op_push.argtypes = [ctypes.c_char_p]
+            self.op_push.restype = ctypes.c_int
+            self.op_pop.argtypes = []
+            self.op_pop.restype = ctypes.c_int
 
 
 def _load():

@@ -1,19 +1,47 @@
-"""PyTorch operators as NVTX ranges (emit_nvtx) on CUDA builds of torch.
+"""PyTorch operators as ranges, for torchprof-run --pytorch-ops, --record-shapes and
+--with-stack, with no change to the program.
 
-Opt-in through TORCHPROF_PYTORCH_OPS: "nvtx" (each op a range) or "shapes" (with
-input sizes, as emit_nvtx(record_shapes=True)); anything else, a CPU build of torch
-(which refuses emit_nvtx) or a program that profiles itself leaves torch alone.
+TORCHPROF_PYTORCH_OPS (set by torchprof-run) is a comma list: "ops" turns the capture
+on, "shapes" adds each op's input shapes, "stack" its Python source location. Unset or
+empty: torch is left alone. Each op becomes a range whose message has emit_nvtx's
+format (collector/op_message.h parses it):
 
-emit_nvtx's __enter__ synchronises CUDA first; that would initialise CUDA at import
-time, before the program picks its device (or forks workers that must not inherit a
-CUDA context). Nothing is queued on a GPU at that point, so the synchronisation is
-skipped while the profiler state is switched on.
+    aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, stack = f.py(12): fwd; f.py(30): <module>]
+
+Two ways to get them:
+
+- CUDA builds of torch, without "stack": torch's own emit_nvtx(record_shapes=...).
+  Every op is an NVTX range from C++, which the injected library records like any
+  other. emit_nvtx's __enter__ synchronises CUDA first; that would initialise CUDA
+  right after `import torch`, before the program picks its device (or forks workers
+  that must not inherit a CUDA context). Nothing is queued on a GPU at that point,
+  so the synchronisation is skipped while the profiler state is switched on.
+- Otherwise (CPU builds, which refuse emit_nvtx, and "stack", which emit_nvtx
+  cannot give): a TorchDispatchMode entered on the thread that imported torch. It
+  sees the ops that reach the dispatcher below autograd (aten::addmm, aten::mm in
+  backward, ...; composite ops such as aten::linear are already decomposed), on that
+  thread and on the threads torch hands its thread-local state to. Each op costs a
+  Python call; the range goes through torchprof_op_push/pop into the "torchprof.ops"
+  domain. Forked children (DataLoader workers) inherit the mode and record into their
+  own process. While the program has a dispatch mode of its own entered, or runs
+  torch.profiler, this mode is off the stack (with it there, torch's profiler would
+  count some ops twice): those ops are not recorded.
+
+Nothing here may change what the program computes, prints or returns: any failure
+while building a message records nothing and runs the op as it is.
 """
 
 import os
 import sys
+import threading
 
 _VAR = "TORCHPROF_PYTORCH_OPS"
+# Frames beyond these are left off the stack (the message stays far below the
+# injected library's longest string).
+_MAX_FRAMES = 32
+_MAX_STACK_CHARS = 4000
+# Programs whose shapes keep changing (variable lengths) start the cache afresh.
+_MAX_CACHED_SHAPES = 4096
 
 
 def _log(message):
@@ -21,14 +49,29 @@ def _log(message):
         sys.stderr.write("torchprof: %s\n" % message)
 
 
+def settings(value):
+    """(enabled, shapes, stack) from a TORCHPROF_PYTORCH_OPS value."""
+    words = {w.strip() for w in value.split(",") if w.strip()}
+    shapes = "shapes" in words
+    stack = "stack" in words
+    return bool(words & {"ops", "shapes", "stack"}), shapes, stack
+
+
 def install(torch):
-    mode = os.environ.get(_VAR, "")
-    if mode not in ("nvtx", "shapes"):
+    enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
+    if not enabled:
         return None
-    if getattr(torch.version, "cuda", None) is None:
-        _log("%s=%s ignored: this torch has no CUDA (emit_nvtx needs it)" % (_VAR, mode))
+    if getattr(torch.version, "cuda", None) is not None and not stack:
+        return _emit_nvtx(torch, shapes)
+    try:
+        return _DispatchCapture(torch, shapes, stack).start()
+    except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
+        _log("no op capture: %s: %s" % (type(e).__name__, e))
         return None
-    ctx = torch.autograd.profiler.emit_nvtx(record_shapes=(mode == "shapes"))
+
+
+def _emit_nvtx(torch, shapes):
+    ctx = torch.autograd.profiler.emit_nvtx(record_shapes=shapes)
     real_sync = torch.cuda.synchronize
     torch.cuda.synchronize = lambda *args, **kwargs: None
     try:
@@ -39,3 +82,244 @@ def install(torch):
     finally:
         torch.cuda.synchronize = real_sync
     return ctx
+
+
+def _replace(cls, name, wrapper):
+    """Puts `wrapper` in place of cls.name, looking like what it wraps."""
+    original = getattr(cls, name)
+    for attr in ("__doc__", "__name__", "__qualname__", "__module__"):
+        setattr(wrapper, attr, getattr(original, attr, None))
+    wrapper.__wrapped__ = original
+    setattr(cls, name, wrapper)
+
+
+class _DispatchCapture:
+    """The dispatch mode, the caches its messages are built from, and the hooks that
+    take it off the mode stack while the program uses modes of its own."""
+
+    def __init__(self, torch, shapes, stack):
+        import torchprof
+        from torch.utils import _python_dispatch as dispatch
+
+        api = torchprof._get()
+        if api is None or api.op_push is None:
+            raise RuntimeError("the injected library has no op ranges")
+        self._push = api.op_push
+        self._pop = api.op_pop
+        self._dispatch = dispatch
+        self._torch = torch
+        self._tensor = torch.Tensor
+        self._shapes = shapes
+        self._stack = stack
+        self._profiler_on = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+        self._heads = {}       # op overload -> (b"name", argument names or None)
+        self._own_code = {}    # code object -> True when it is torch's or torchprof's
+        self._frames = {}      # (code, instruction) -> b"file(line): function"
+        self._shape_texts = {}  # torch.Size -> "[2, 3]"
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self._skip_dirs = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, here + os.sep)
+        self._thread = threading.get_ident()
+        self._holders = 0      # program modes and profilers active on that thread
+        self._profiles = set()  # ids of the profilers that took us off the stack
+        self._on_stack = False
+        self.mode = self._make_mode(dispatch.TorchDispatchMode)
+
+    def start(self):
+        self._hook_mode_class(self._dispatch.TorchDispatchMode)
+        self._hook_profiler_class(self._torch.autograd.profiler.profile)
+        self._enter()
+        return self
+
+    # --- the mode on the stack -------------------------------------------------
+
+    def _make_mode(self, base):
+        capture = self
+
+        class TorchprofOpRanges(base):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if kwargs is None:
+                    kwargs = {}
+                message = capture._message(func, args, kwargs)
+                if message is None:
+                    return func(*args, **kwargs)
+                capture._push(message)
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    capture._pop()
+
+        return TorchprofOpRanges()
+
+    # The hooked __enter__/__exit__ pass our own mode straight through.
+    def _enter(self):
+        self.mode.__enter__()
+        self._on_stack = True
+
+    def _leave(self):
+        # Only when ours is the innermost mode: anything else would pop a mode that is
+        # not ours.
+        if self._on_stack and self._dispatch._get_current_dispatch_mode() is self.mode:
+            self.mode.__exit__(None, None, None)
+            self._on_stack = False
+
+    def _hook_mode_class(self, mode_cls):
+        """While the program enters a dispatch mode of its own (on the thread ours is
+        on), ours is off the stack, so the program's modes see the stack they would
+        see without torchprof."""
+        capture = self
+        enter, leave = mode_cls.__enter__, mode_cls.__exit__
+
+        def __enter__(mode):
+            if mode is capture.mode or not capture._hold():
+                return enter(mode)
+            try:
+                return enter(mode)
+            except BaseException:
+                capture._release()
+                raise
+
+        def __exit__(mode, *exc):
+            if mode is capture.mode or threading.get_ident() != capture._thread:
+                return leave(mode, *exc)
+            try:
+                return leave(mode, *exc)
+            finally:
+                capture._release()
+
+        _replace(mode_cls, "__enter__", __enter__)
+        _replace(mode_cls, "__exit__", __exit__)
+
+    def _hook_profiler_class(self, profile_cls):
+        """torch.profiler (and torch.autograd.profiler.profile) switch the profiler on
+        in profile._start_trace and off in profile.__exit__."""
+        capture = self
+        start, leave = profile_cls._start_trace, profile_cls.__exit__
+
+        def _start_trace(prof):
+            if id(prof) in capture._profiles or not capture._hold():
+                return start(prof)
+            capture._profiles.add(id(prof))
+            try:
+                return start(prof)
+            except BaseException:
+                capture._profiles.discard(id(prof))
+                capture._release()
+                raise
+
+        def __exit__(prof, *exc):
+            try:
+                return leave(prof, *exc)
+            finally:
+                if id(prof) in capture._profiles:
+                    capture._profiles.discard(id(prof))
+                    capture._release()
+
+        _replace(profile_cls, "_start_trace", _start_trace)
+        _replace(profile_cls, "__exit__", __exit__)
+
+    def _hold(self):
+        """Something of the program's wants the stack: ours leaves it. False (and
+        nothing held) on another thread, whose stack ours is not on."""
+        if threading.get_ident() != self._thread:
+            return False
+        if self._holders == 0:
+            self._leave()
+        self._holders += 1
+        return True
+
+    def _release(self):
+        self._holders = max(0, self._holders - 1)
+        if self._holders == 0 and not self._on_stack and self._dispatch._get_current_dispatch_mode() is None:
+            try:
+                self._enter()
+            except Exception as e:  # noqa: BLE001
+                _log("op capture stopped: %s" % e)
+
+    # --- messages --------------------------------------------------------------
+
+    def _message(self, func, args, kwargs):
+        try:
+            if self._profiler_on is not None and self._profiler_on():
+                return None  # a profiler switched on some other way records them itself
+            head = self._heads.get(func)
+            if head is None:
+                head = self._head(func)
+            name, arg_names = head
+            if name is None:
+                return None
+            parts = [name]
+            if self._shapes:
+                parts.append(b", sizes = " + self._sizes(arg_names, args, kwargs))
+            if self._stack:
+                frames = self._python_stack()
+                if frames:
+                    parts.append(b", stack = " + frames)
+            return b"".join(parts)
+        except Exception:  # noqa: BLE001 - an op without a range, never a failing op
+            return None
+
+    def _head(self, func):
+        schema = getattr(func, "_schema", None)
+        name = getattr(schema, "name", None) or str(func)
+        if name.startswith("profiler::"):
+            head = (None, None)  # record_function's own machinery, not an operator
+        else:
+            arguments = getattr(schema, "arguments", None)
+            head = (name.encode("utf-8", "replace"),
+                    [a.name for a in arguments] if arguments is not None else None)
+        self._heads[func] = head
+        return head
+
+    def _sizes(self, arg_names, args, kwargs):
+        # One entry per schema argument, defaults included, as torch's record_shapes.
+        shape_text = self._shape_text
+        shapes = [shape_text(a) for a in args]
+        if arg_names is not None:
+            for name in arg_names[len(args):]:
+                shapes.append(shape_text(kwargs.get(name)))
+        else:
+            shapes.extend(shape_text(v) for v in kwargs.values())
+        return ("[" + ", ".join(shapes) + "]").encode()
+
+    def _shape_text(self, value):
+        """"[2, 3]" for a tensor of that shape, "[]" for anything else."""
+        if not isinstance(value, self._tensor):
+            return "[]"
+        try:
+            shape = value.shape
+        except Exception:  # noqa: BLE001 - tensors without sizes (sparse, nested, ...)
+            return "[]"
+        text = self._shape_texts.get(shape)
+        if text is None:
+            if len(self._shape_texts) >= _MAX_CACHED_SHAPES:
+                self._shape_texts.clear()
+            text = str(list(shape))
+            self._shape_texts[shape] = text
+        return text
+
+    def _python_stack(self):
+        """The program's frames, innermost first, as "file(line): function"; torch's
+        and torchprof's own frames are left out."""
+        frames = []
+        size = 0
+        f = sys._getframe(1)
+        while f is not None and len(frames) < _MAX_FRAMES:
+            code = f.f_code
+            own = self._own_code.get(code)
+            if own is None:
+                own = code.co_filename.startswith(self._skip_dirs)
+                self._own_code[code] = own
+            if not own:
+                # By instruction: f_lineno is computed from the line table on every read.
+                key = (code, f.f_lasti)
+                text = self._frames.get(key)
+                if text is None:
+                    text = "%s(%d): %s" % (code.co_filename.replace(";", ","), f.f_lineno, code.co_name)
+                    text = text.encode("utf-8", "replace")
+                    self._frames[key] = text
+                size += len(text) + 2
+                if size > _MAX_STACK_CHARS:
+                    break
+                frames.append(text)
+            f = f.f_back
+        return b"; ".join(frames)

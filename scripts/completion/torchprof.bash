@@ -27,7 +27,10 @@ _torchprof_values() {
     --log-level)
       COMPREPLY=($(compgen -W "trace debug info warn error off" -- "$cur")) ;;
     --format)
-      COMPREPLY=($(compgen -W "table csv json markdown" -- "$cur")) ;;
+      # report also writes folded stacks; diff does not.
+      local formats="table csv json markdown"
+      [[ ${sub-} == report ]] && formats+=" folded"  # the caller's subcommand
+      COMPREPLY=($(compgen -W "$formats" -- "$cur")) ;;
     --metric)
       COMPREPLY=($(compgen -W "cpu_time_total self_cpu_time_total cuda_time_total self_cuda_time_total
         cpu_time cuda_time count" -- "$cur")) ;;

@@ -159,8 +159,10 @@ def completion():
     check({"--format", "--output"} <= complete(tree, ["torchprof", "report", "--"]), "report options")
     check_eq(complete(tree, ["torchprof", "run", "--sort", "self_cpu_t"]), {"self_cpu_time_total"},
              "values of --sort")
-    check_eq(complete(tree, ["torchprof", "report", "--format", ""]), {"table", "csv", "json", "markdown"},
-             "values of --format")
+    check_eq(complete(tree, ["torchprof", "report", "--format", ""]), {"table", "csv", "json", "markdown", "folded"},
+             "values of report --format")
+    check_eq(complete(tree, ["torchprof", "diff", "--format", ""]), {"table", "csv", "json", "markdown"},
+             "values of diff --format")
     check("--fail-on-regression" in complete(tree, ["torchprof", "diff", "--f"]), "diff options")
     # After the program, options belong to it: ours are not offered.
     after = complete(tree, ["torchprof-run", "./app", "--s"])

@@ -68,4 +68,12 @@ TEST_CASE("child env: stale values are replaced, settings passed when given") {
   CHECK(value_of(env, "TORCHPROF_WORKER_NAME") == "trainer0");
 }
 
+TEST_CASE("child env: PyTorch op capture travels as TORCHPROF_PYTORCH_OPS when asked for") {
+  CHECK(value_of(build_child_env({"TORCHPROF_PYTORCH_OPS=ops"}, kSettings), "TORCHPROF_PYTORCH_OPS") == "ops");
+  ChildEnvSettings settings = kSettings;
+  settings.pytorch_ops = "ops,shapes,stack";
+  CHECK(value_of(build_child_env({"TORCHPROF_PYTORCH_OPS=ops"}, settings), "TORCHPROF_PYTORCH_OPS") ==
+        "ops,shapes,stack");
+}
+
 }  // namespace torchprof::cli
