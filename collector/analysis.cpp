@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <regex>
 #include <unordered_map>
+#include <utility>
 
 #include "collector/gpu_analysis.h"
 #include "formats/outputs.h"
@@ -57,14 +58,20 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
 
 // Step markers of a process in order of appearance (start time, then position).
 std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker) {
-  std::unordered_map<std::string_view, bool> matches;
+  std::unordered_map<Name, bool> matches;
   std::vector<int32_t> markers;
+  Name last;
+  bool last_matches = false;
   for (size_t i = 0; i < proc.events_list.size(); ++i) {
     if (is_cuda_api(proc.events_list[i].kind)) continue;  // markers are NVTX ranges and marks
-    const std::string& name = proc.events_list[i].name;
-    auto [it, fresh] = matches.try_emplace(name, false);
-    if (fresh) it->second = std::regex_search(name, marker);
-    if (it->second) markers.push_back(static_cast<int32_t>(i));
+    const Name name = proc.events_list[i].name;
+    if (i == 0 || name != last) {
+      auto [it, fresh] = matches.try_emplace(name, false);
+      if (fresh) it->second = std::regex_search(name.str(), marker);
+      last = name;
+      last_matches = it->second;
+    }
+    if (last_matches) markers.push_back(static_cast<int32_t>(i));
   }
   std::stable_sort(markers.begin(), markers.end(), [&](int32_t x, int32_t y) {
     return proc.events_list[x].start_ns < proc.events_list[y].start_ns;
@@ -150,15 +157,56 @@ void sort_events(std::vector<Event>& events) {
     return x.end_ns > y.end_ns;
   };
   if (std::is_sorted(events.begin(), events.end(), before)) return;
-  // Events are large (several strings): sort indices, then move each event once.
+  // The same order as a stable sort: group by thread keeping the order of arrival
+  // (a thread's events mostly arrive in time order), sort the groups that need it,
+  // then move the events into place without a second copy of the list.
+  std::unordered_map<uint32_t, size_t> per_thread;
+  for (const Event& e : events) ++per_thread[e.tid];
+  std::vector<uint32_t> tids;
+  for (const auto& [tid, count] : per_thread) tids.push_back(tid);
+  std::sort(tids.begin(), tids.end());
+  size_t offset = 0;
+  for (uint32_t tid : tids) offset += std::exchange(per_thread[tid], offset);
   std::vector<uint32_t> order(events.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t x, uint32_t y) { return before(events[x], events[y]); });
-  std::vector<Event> sorted;
-  sorted.reserve(events.size());
-  for (uint32_t i : order) sorted.push_back(std::move(events[i]));
-  events = std::move(sorted);
+  uint32_t last_tid = 0;
+  size_t* next = nullptr;
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    if (next == nullptr || events[i].tid != last_tid) {
+      last_tid = events[i].tid;
+      next = &per_thread[last_tid];
+    }
+    order[(*next)++] = i;
+  }
+  auto by_time = [&](uint32_t x, uint32_t y) { return before(events[x], events[y]); };
+  size_t begin = 0;
+  for (uint32_t tid : tids) {
+    const size_t end = per_thread[tid];
+    if (!std::is_sorted(order.begin() + begin, order.begin() + end, by_time)) {
+      std::stable_sort(order.begin() + begin, order.begin() + end, by_time);
+    }
+    begin = end;
+  }
+  // order[j] is the index of the event that belongs at j: follow each cycle once.
+  constexpr uint32_t kPlaced = ~uint32_t{0};
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    if (order[i] == kPlaced) continue;
+    if (order[i] == i) {
+      order[i] = kPlaced;
+      continue;
+    }
+    Event held = std::move(events[i]);
+    uint32_t j = i;
+    while (true) {
+      const uint32_t from = order[j];
+      order[j] = kPlaced;
+      if (from == i) {
+        events[j] = std::move(held);
+        break;
+      }
+      events[j] = std::move(events[from]);
+      j = from;
+    }
+  }
 }
 
 void compute_nesting(Process& proc) {
@@ -195,22 +243,31 @@ void compute_steps(Process& proc, const AnalysisOptions& options) {
 
 namespace {
 
+// Row kinds: OpTable compares them by address, so each is one constant.
+const char* const kKernelKind = "kernel";
+const char* const kMemcpyKind = "memcpy";
+const char* const kMemsetKind = "memset";
+const char* const kSyncKind = "sync";
+const char* const kNvtxKind = "nvtx";
+const char* const kCudaApiKind = "cuda_api";
+
 const char* gpu_kind_name(GpuKind kind) {
   switch (kind) {
-    case GpuKind::kKernel: return "kernel";
-    case GpuKind::kMemcpy: return "memcpy";
-    case GpuKind::kMemset: return "memset";
-    case GpuKind::kSync: return "sync";
+    case GpuKind::kKernel: return kKernelKind;
+    case GpuKind::kMemcpy: return kMemcpyKind;
+    case GpuKind::kMemset: return kMemsetKind;
+    case GpuKind::kSync: return kSyncKind;
   }
-  return "kernel";
+  return kKernelKind;
 }
 
-// One row per (kind, name): an NVTX range and a kernel never share a row.
+// One row per (kind, name): an NVTX range and a kernel never share a row. Names are
+// interned, so a row is found by the name's identity, not by hashing its text.
 class OpTable {
  public:
   explicit OpTable(std::vector<OpStats>& ops) : ops_(ops) {}
-  OpStats& row(const std::string& name, const char* kind) {
-    auto [it, fresh] = rows_.try_emplace(std::string(kind) + '\0' + name, ops_.size());
+  OpStats& row(Name name, const char* kind) {
+    auto [it, fresh] = rows_.try_emplace(Key{name, kind}, ops_.size());
     if (fresh) {
       OpStats& op = ops_.emplace_back();
       op.name = name;
@@ -220,16 +277,32 @@ class OpTable {
   }
 
  private:
+  struct Key {
+    Name name;
+    const char* kind;  // one of a few string literals: compared by address
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      return std::hash<Name>()(k.name) * 31 + std::hash<const void*>()(k.kind);
+    }
+  };
   std::vector<OpStats>& ops_;
-  std::unordered_map<std::string, size_t> rows_;
+  std::unordered_map<Key, size_t, KeyHash> rows_;
 };
 
 void add_events(const Process& proc, OpTable& table) {
+  const Name step_row(kStepRow);
+  Name last_name;
+  Name last_row;
   for (const Event& e : proc.events_list) {
     if (e.kind == EventKind::kMark || e.step < 0 || !recorded(proc.steps[e.step].action)) continue;
     // torch renames ProfilerStep#N to ProfilerStep* before grouping; so do we.
-    const std::string& name = e.name.starts_with(kStepPrefix) ? kStepRow : e.name;
-    OpStats& op = table.row(name, e.kind == EventKind::kRange ? "nvtx" : "cuda_api");
+    if (e.name != last_name || last_row.empty()) {
+      last_name = e.name;
+      last_row = e.name.starts_with(kStepPrefix) ? step_row : e.name;
+    }
+    OpStats& op = table.row(last_row, e.kind == EventKind::kRange ? kNvtxKind : kCudaApiKind);
     ++op.calls;
     op.self_cpu_ns += e.self_ns;
     op.cpu_total_ns += e.dur_ns();

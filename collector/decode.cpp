@@ -76,10 +76,17 @@ class ConnDecoder {
 
   void run() {
     wire::FrameHeader fh{};
+    uint64_t slots = 0;
     for (const FrameRef& ref : conn_.frames) {
-      if (load(ref, fh)) collect_definitions();
+      if (load(ref, fh)) {
+        collect_definitions();
+        slots += fh.raw_size / wire::kSlotSize;
+      }
       if (meter_) meter_->add(ref.size);
     }
+    // At most one event per record: reserving that (address space, not memory: pages
+    // are touched only as events are added) spares the copies of a growing vector.
+    proc_.events_list.reserve(proc_.events_list.size() + slots);
     second_pass_ = true;
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
@@ -161,13 +168,37 @@ class ConnDecoder {
     });
   }
 
-  const std::string& string_of(uint32_t id) {
-    static const std::string kEmpty;
-    if (id == 0) return kEmpty;
+  // The interned text of string `id` (ids are small and dense: a vector caches them).
+  Name string_of(uint32_t id) {
+    if (id == 0) return {};
+    if (id < names_.size() && names_known_[id]) return names_[id];
+    Name name;
     auto it = strings_.find(id);
-    if (it != strings_.end()) return it->second;
-    ++unknown_strings_;
-    return strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+    if (it != strings_.end()) {
+      name = it->second;
+    } else {
+      ++unknown_strings_;
+      name = strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+    }
+    if (id < kDenseNames) {
+      if (id >= names_.size()) {
+        names_.resize(id + 1);
+        names_known_.resize(id + 1, false);
+      }
+      names_[id] = name;
+      names_known_[id] = true;
+    }
+    return name;
+  }
+
+  // The operation stack of (thread, domain); the last one is kept at hand.
+  std::vector<int32_t>& stack_of(uint32_t tid, uint16_t domain) {
+    const uint64_t key = (uint64_t{tid} << 16) | domain;
+    if (last_stack_ == nullptr || key != last_stack_key_) {
+      last_stack_ = &stacks_[key];  // unordered_map values keep their address
+      last_stack_key_ = key;
+    }
+    return *last_stack_;
   }
 
   // A damaged record's timestamp gives a wrong time, never undefined behaviour:
@@ -237,12 +268,12 @@ class ConnDecoder {
         touch(thread, epoch(r.ts));
         int32_t i = new_event(r, tid, EventKind::kRange, r.a);
         proc_.events_list[i].payload = r.b;
-        stacks_[(uint64_t{tid} << 16) | r.domain].push_back(i);
+        stack_of(tid, r.domain).push_back(i);
         return i;
       }
       case wire::Kind::kPop: {
         touch(thread, epoch(r.ts));
-        auto& stack = stacks_[(uint64_t{tid} << 16) | r.domain];
+        auto& stack = stack_of(tid, r.domain);
         if (stack.empty()) {
           ++unmatched_pops_;
         } else {
@@ -424,7 +455,12 @@ class ConnDecoder {
   GpuDecoder gpu_;
   std::vector<uint8_t> body_;
   std::vector<uint8_t> raw_;
+  static constexpr uint32_t kDenseNames = 1u << 20;
   std::unordered_map<uint32_t, std::string> strings_;
+  std::vector<Name> names_;        // string_of()'s cache, by id
+  std::vector<bool> names_known_;
+  std::vector<int32_t>* last_stack_ = nullptr;
+  uint64_t last_stack_key_ = 0;
   std::unordered_map<uint16_t, uint32_t> domain_names_;
   std::unordered_map<uint64_t, uint32_t> category_names_;
   std::unordered_map<uint64_t, std::vector<int32_t>> stacks_;
