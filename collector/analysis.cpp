@@ -1,6 +1,9 @@
 #include "collector/analysis.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
 #include <regex>
 #include <unordered_map>
 #include <utility>
@@ -19,21 +22,39 @@ bool contains(const Event& outer, const Event& inner) {
   return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
 }
 
+struct Span {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  int64_t last = std::numeric_limits<int64_t>::min();
+};
+
 // Interval nesting of one thread's events [begin, end), sorted by (start asc, end desc):
 // a range's parent is the innermost range of the thread that fully contains it.
-void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
+// While an event is open, self_ns holds the sum of its direct children's durations;
+// it becomes the self time once the event leaves the stack (no child can follow).
+// Also widens `span` to the thread's earliest start and latest end.
+void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& span) {
   std::vector<int32_t> stack;
-  std::vector<int64_t> children_ns(end - begin, 0);
+  auto close = [&](int32_t i) {
+    Event& e = events[i];
+    e.self_ns = std::max<int64_t>(0, e.dur_ns() - e.self_ns);
+  };
   for (size_t i = begin; i < end; ++i) {
     Event& e = events[i];
+    span.first = std::min(span.first, e.start_ns);
+    span.last = std::max(span.last, e.end_ns);
     while (!stack.empty() && events[stack.back()].end_ns <= e.start_ns &&
            events[stack.back()].end_ns < e.end_ns) {
+      close(stack.back());
       stack.pop_back();
     }
     e.parent = -1;
+    e.self_ns = 0;
     // A start/end range that ends on another thread is not an interval of this
     // thread: it neither holds nor is held by the thread's ranges.
-    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) continue;
+    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) {
+      close(static_cast<int32_t>(i));
+      continue;
+    }
     // Partially overlapping ranges (start/end ranges) are skipped, not parents.
     for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
       if (contains(events[*it], e)) {
@@ -43,35 +64,34 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
     }
     // Marks are instants; ranges and API calls are intervals that may hold others
     // (an API call is a CPU child of its range, subtracted from the range's self time).
-    if (e.kind == EventKind::kMark) {
-      e.self_ns = 0;
-      continue;
-    }
-    if (e.parent >= 0) children_ns[e.parent - begin] += e.dur_ns();
+    if (e.kind == EventKind::kMark) continue;
+    if (e.parent >= 0) events[e.parent].self_ns += e.dur_ns();
     stack.push_back(static_cast<int32_t>(i));
   }
-  for (size_t i = begin; i < end; ++i) {
-    Event& e = events[i];
-    if (e.kind != EventKind::kMark) e.self_ns = std::max<int64_t>(0, e.dur_ns() - children_ns[i - begin]);
-  }
+  for (int32_t i : stack) close(i);
 }
 
 // Step markers of a process in order of appearance (start time, then position).
 std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker) {
+  // The regex runs once per name; a small direct-mapped table in front of the map
+  // answers most events without hashing.
   std::unordered_map<Name, bool> matches;
+  struct Cached {
+    const void* id = nullptr;
+    bool match = false;
+  };
+  std::array<Cached, 256> cache{};
   std::vector<int32_t> markers;
-  Name last;
-  bool last_matches = false;
   for (size_t i = 0; i < proc.events_list.size(); ++i) {
     if (is_cuda_api(proc.events_list[i].kind)) continue;  // markers are NVTX ranges and marks
     const Name name = proc.events_list[i].name;
-    if (i == 0 || name != last) {
+    Cached& c = cache[(reinterpret_cast<uintptr_t>(name.id()) >> 4) & 255];
+    if (c.id != name.id() || c.id == nullptr) {
       auto [it, fresh] = matches.try_emplace(name, false);
       if (fresh) it->second = std::regex_search(name.str(), marker);
-      last = name;
-      last_matches = it->second;
+      c = {name.id(), it->second};
     }
-    if (last_matches) markers.push_back(static_cast<int32_t>(i));
+    if (c.match) markers.push_back(static_cast<int32_t>(i));
   }
   std::stable_sort(markers.begin(), markers.end(), [&](int32_t x, int32_t y) {
     return proc.events_list[x].start_ns < proc.events_list[y].start_ns;
@@ -133,11 +153,21 @@ void assign_events(Process& proc) {
     int64_t end = steps[k].start_ns + steps[k].dur_ns;
     furthest_end[k] = k == 0 ? end : std::max(end, furthest_end[k - 1]);
   }
-  for (Event& e : proc.events_list) {
+  // after: the first step starting later than the event (upper_bound by start). Events
+  // of a thread come in start order, so it only moves forward within a thread.
+  const auto n = static_cast<ptrdiff_t>(steps.size());
+  ptrdiff_t after = 0;
+  uint32_t tid = 0;
+  for (size_t i = 0; i < proc.events_list.size(); ++i) {
+    Event& e = proc.events_list[i];
     e.step = -1;
-    auto after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
-                                  [](int64_t t, const Step& s) { return t < s.start_ns; });
-    for (auto k = after - steps.begin() - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
+    if (i == 0 || e.tid != tid || (after > 0 && steps[after - 1].start_ns > e.start_ns)) {
+      tid = e.tid;
+      after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
+                               [](int64_t t, const Step& s) { return t < s.start_ns; }) - steps.begin();
+    }
+    while (after < n && steps[after].start_ns <= e.start_ns) ++after;
+    for (auto k = after - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
       if (e.start_ns <= steps[k].start_ns + steps[k].dur_ns) {
         e.step = static_cast<int32_t>(k);
         break;
@@ -212,21 +242,18 @@ void sort_events(std::vector<Event>& events) {
 void compute_nesting(Process& proc) {
   auto& ev = proc.events_list;
   sort_events(ev);
+  Span span;
   size_t begin = 0;
   for (size_t i = 1; i <= ev.size(); ++i) {
     if (i == ev.size() || ev[i].tid != ev[begin].tid) {
-      nest_thread(ev, begin, i);
+      nest_thread(ev, begin, i, span);
       begin = i;
     }
   }
   if (ev.empty()) return;
-  int64_t first = ev.front().start_ns;
-  for (const Event& e : ev) {
-    first = std::min(first, e.start_ns);
-    proc.end_ns = std::max(proc.end_ns, e.end_ns);
-  }
+  proc.end_ns = std::max(proc.end_ns, span.last);
   // start_ns 0 means "not known yet" (decode sets it from the first record).
-  proc.start_ns = proc.start_ns == 0 ? first : std::min(proc.start_ns, first);
+  proc.start_ns = proc.start_ns == 0 ? span.first : std::min(proc.start_ns, span.first);
 }
 
 void compute_steps(Process& proc, const AnalysisOptions& options) {

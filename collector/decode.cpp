@@ -76,17 +76,13 @@ class ConnDecoder {
 
   void run() {
     wire::FrameHeader fh{};
-    uint64_t slots = 0;
     for (const FrameRef& ref : conn_.frames) {
-      if (load(ref, fh)) {
-        collect_definitions();
-        slots += fh.raw_size / wire::kSlotSize;
-      }
+      if (load(ref, fh)) collect_definitions();
       if (meter_) meter_->add(ref.size);
     }
-    // At most one event per record: reserving that (address space, not memory: pages
-    // are touched only as events are added) spares the copies of a growing vector.
-    proc_.events_list.reserve(proc_.events_list.size() + slots);
+    // The first pass counted the records that open an event: reserving that many
+    // spares the copies (and the doubled memory) of a growing vector.
+    proc_.events_list.reserve(proc_.events_list.size() + event_records_);
     second_pass_ = true;
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
@@ -161,6 +157,13 @@ class ConnDecoder {
           break;
         case wire::Kind::kCategory:
           category_names_[(uint64_t{r.domain} << 32) | static_cast<uint32_t>(r.a)] = r.name;
+          break;
+        case wire::Kind::kPush:
+        case wire::Kind::kStart:
+        case wire::Kind::kMark:
+        case wire::Kind::kCudaRuntime:
+        case wire::Kind::kCudaDriver:
+          ++event_records_;
           break;
         default:
           break;
@@ -459,6 +462,7 @@ class ConnDecoder {
   std::unordered_map<uint32_t, std::string> strings_;
   std::vector<Name> names_;        // string_of()'s cache, by id
   std::vector<bool> names_known_;
+  uint64_t event_records_ = 0;  // first pass: records that open an event
   std::vector<int32_t>* last_stack_ = nullptr;
   uint64_t last_stack_key_ = 0;
   std::unordered_map<uint16_t, uint32_t> domain_names_;
