@@ -32,6 +32,12 @@ struct Span {
 // While an event is open, self_ns holds the sum of its direct children's durations;
 // it becomes the self time once the event leaves the stack (no child can follow).
 // Also widens `span` to the thread's earliest start and latest end.
+bool in_order(const Event& x, const Event& y) {
+  if (x.tid != y.tid) return x.tid < y.tid;
+  if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+  return x.end_ns >= y.end_ns;
+}
+
 void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& span) {
   std::vector<int32_t> stack;
   auto close = [&](int32_t i) {
@@ -49,6 +55,7 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& spa
     }
     e.parent = -1;
     e.self_ns = 0;
+    e.self_cuda_ns = e.cuda_total_ns = 0;  // attribute_gpu() adds them up
     // A start/end range that ends on another thread is not an interval of this
     // thread: it neither holds nor is held by the thread's ranges.
     if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) {
@@ -241,13 +248,24 @@ void sort_events(std::vector<Event>& events) {
 
 void compute_nesting(Process& proc) {
   auto& ev = proc.events_list;
-  sort_events(ev);
+  // Decode leaves the list sorted: check the order thread by thread while nesting,
+  // and sort (then nest again) only when a thread's events turn out of order.
   Span span;
-  size_t begin = 0;
-  for (size_t i = 1; i <= ev.size(); ++i) {
-    if (i == ev.size() || ev[i].tid != ev[begin].tid) {
-      nest_thread(ev, begin, i, span);
-      begin = i;
+  bool sorted = false;
+  for (int attempt = 0; attempt < 2 && !sorted; ++attempt) {
+    if (attempt == 1) sort_events(ev);
+    span = Span{};
+    sorted = true;
+    size_t begin = 0;
+    for (size_t i = 1; i <= ev.size(); ++i) {
+      if (i < ev.size() && !in_order(ev[i - 1], ev[i])) {
+        sorted = false;
+        break;
+      }
+      if (i == ev.size() || ev[i].tid != ev[begin].tid) {
+        nest_thread(ev, begin, i, span);
+        begin = i;
+      }
     }
   }
   if (ev.empty()) return;

@@ -64,10 +64,8 @@ void attribute_memory(Process& proc, const std::unordered_map<uint64_t, int32_t>
 
 void attribute_gpu(Process& proc) {
   std::vector<Event>& ev = proc.events_list;
-  if (proc.gpu_events.empty() && proc.memory_events.empty()) {
-    for (Event& e : ev) e.self_cuda_ns = e.cuda_total_ns = 0;
-    return;  // nothing to attribute: no need to index the API calls
-  }
+  // compute_nesting() cleared the GPU times of every event.
+  if (proc.gpu_events.empty() && proc.memory_events.empty()) return;
   const auto by_corr = api_by_correlation(ev);
   uint64_t unmatched = 0;
   for (GpuEvent& g : proc.gpu_events) {
