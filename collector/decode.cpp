@@ -488,13 +488,22 @@ void decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* 
   ConnDecoder(reader, conn, dctx, proc, meter).run();
 }
 
-// Events in (tid, start, longer first) order and per-thread event counts.
+// Events in (tid, start, longer first) order and per-thread event counts. The counts
+// and the check that the list is already in order (the usual case) share one pass.
 void sort_process_events(Process& proc) {
-  sort_events(proc.events_list);
   for (ThreadInfo& t : proc.threads) t.events = 0;
   uint32_t current = 0;
   ThreadInfo* info = nullptr;
+  bool in_order = true;
+  const Event* previous = nullptr;
   for (const Event& e : proc.events_list) {
+    if (previous != nullptr && in_order) {
+      const Event& p = *previous;
+      in_order = p.tid != e.tid ? p.tid < e.tid
+                 : p.start_ns != e.start_ns ? p.start_ns < e.start_ns
+                                            : p.end_ns >= e.end_ns;
+    }
+    previous = &e;
     if (info == nullptr || e.tid != current) {
       current = e.tid;
       info = nullptr;
@@ -508,6 +517,7 @@ void sort_process_events(Process& proc) {
     }
     ++info->events;
   }
+  if (!in_order) sort_events(proc.events_list);
   std::stable_sort(proc.threads.begin(), proc.threads.end(),
                    [](const ThreadInfo& x, const ThreadInfo& y) {
                      if (x.is_main != y.is_main) return x.is_main;
