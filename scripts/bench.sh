@@ -101,7 +101,7 @@ row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb
 if command -v uftrace >/dev/null 2>&1; then
   cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
   calls=$((pairs / 2))
-  "$work/call_loop_pg" "$calls" >"$work/uf_none"
+  (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none")  # its gmon.out stays in $work
   (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec")
   uf_add=$(calc "$(val "$work/uf_rec" call_ns) - $(val "$work/uf_none" call_ns)")
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
