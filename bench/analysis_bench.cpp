@@ -3,7 +3,10 @@
 // traces and summary.json, each timed; then events/s for capture -> table and
 // capture -> Kineto JSON, and the peak RSS of the whole analysis.
 //
-//   analysis_bench CAPTURE|RUN_DIR OUT_DIR
+//   analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces]
+//
+// --no-traces skips the Kineto traces (a 100M-event capture makes ~20 GB of them):
+// the table, summary.json and peak RSS figures remain.
 //
 // "Events" are timeline events after decoding (an NVTX range is one event, as in
 // torch's profiler) plus GPU activity records. Phases are timed in process CPU
@@ -44,7 +47,7 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
-int run(const std::string& input, const std::string& out_dir) {
+int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   namespace fs = std::filesystem;
   std::string capture = fs::is_directory(input) ? (fs::path(input) / "capture.tprof").string() : input;
   double capture_bytes = static_cast<double>(fs::file_size(capture));
@@ -60,7 +63,8 @@ int run(const std::string& input, const std::string& out_dir) {
   std::string table = torchprof::render_table(rows);
   double table_s = seconds_since(t0);
   t0 = Clock::now();
-  auto traces = torchprof::write_kineto_traces(run, {(fs::path(out_dir) / "traces").string(), false, ""});
+  std::vector<torchprof::TraceFile> traces;
+  if (traces_too) traces = torchprof::write_kineto_traces(run, {(fs::path(out_dir) / "traces").string(), false, ""});
   double kineto_s = seconds_since(t0);
   t0 = Clock::now();
   std::vector<std::string> trace_paths;
@@ -87,9 +91,9 @@ int run(const std::string& input, const std::string& out_dir) {
   figure("summary_s", summary_s, "s");
   figure("to_table_events_per_s", events / (front + table_s), "events/s");
   figure("to_table_us_per_event", (front + table_s) / events * 1e6, "us/event");
-  figure("to_kineto_events_per_s", events / (front + kineto_s), "events/s");
+  if (traces_too) figure("to_kineto_events_per_s", events / (front + kineto_s), "events/s");
   figure("capture_bytes_per_event", capture_bytes / events, "B/event");
-  figure("kineto_bytes_per_event", trace_bytes / events, "B/event");
+  if (traces_too) figure("kineto_bytes_per_event", trace_bytes / events, "B/event");
   figure("peak_rss", peak_rss_mib(), "MiB");
   figure("peak_rss_per_event", peak_rss_mib() * 1048576.0 / events, "B/event");
   return 0;
@@ -98,12 +102,13 @@ int run(const std::string& input, const std::string& out_dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: analysis_bench CAPTURE|RUN_DIR OUT_DIR\n");
+  const bool no_traces = argc == 4 && std::string(argv[3]) == "--no-traces";
+  if (argc != 3 && !no_traces) {
+    std::fprintf(stderr, "usage: analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces]\n");
     return 2;
   }
   try {
-    return run(argv[1], argv[2]);
+    return run(argv[1], argv[2], !no_traces);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "analysis_bench: %s\n", e.what());
     return 1;

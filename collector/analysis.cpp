@@ -1,8 +1,12 @@
 #include "collector/analysis.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
 #include <regex>
 #include <unordered_map>
+#include <utility>
 
 #include "collector/gpu_analysis.h"
 #include "formats/outputs.h"
@@ -18,21 +22,46 @@ bool contains(const Event& outer, const Event& inner) {
   return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
 }
 
+struct Span {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  int64_t last = std::numeric_limits<int64_t>::min();
+};
+
 // Interval nesting of one thread's events [begin, end), sorted by (start asc, end desc):
 // a range's parent is the innermost range of the thread that fully contains it.
-void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
+// While an event is open, self_ns holds the sum of its direct children's durations;
+// it becomes the self time once the event leaves the stack (no child can follow).
+// Also widens `span` to the thread's earliest start and latest end.
+bool in_order(const Event& x, const Event& y) {
+  if (x.tid != y.tid) return x.tid < y.tid;
+  if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+  return x.end_ns >= y.end_ns;
+}
+
+void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& span) {
   std::vector<int32_t> stack;
-  std::vector<int64_t> children_ns(end - begin, 0);
+  auto close = [&](int32_t i) {
+    Event& e = events[i];
+    e.self_ns = std::max<int64_t>(0, e.dur_ns() - e.self_ns);
+  };
   for (size_t i = begin; i < end; ++i) {
     Event& e = events[i];
+    span.first = std::min(span.first, e.start_ns);
+    span.last = std::max(span.last, e.end_ns);
     while (!stack.empty() && events[stack.back()].end_ns <= e.start_ns &&
            events[stack.back()].end_ns < e.end_ns) {
+      close(stack.back());
       stack.pop_back();
     }
     e.parent = -1;
+    e.self_ns = 0;
+    e.self_cuda_ns = e.cuda_total_ns = 0;  // attribute_gpu() adds them up
     // A start/end range that ends on another thread is not an interval of this
     // thread: it neither holds nor is held by the thread's ranges.
-    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) continue;
+    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) {
+      close(static_cast<int32_t>(i));
+      continue;
+    }
     // Partially overlapping ranges (start/end ranges) are skipped, not parents.
     for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
       if (contains(events[*it], e)) {
@@ -42,29 +71,34 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end) {
     }
     // Marks are instants; ranges and API calls are intervals that may hold others
     // (an API call is a CPU child of its range, subtracted from the range's self time).
-    if (e.kind == EventKind::kMark) {
-      e.self_ns = 0;
-      continue;
-    }
-    if (e.parent >= 0) children_ns[e.parent - begin] += e.dur_ns();
+    if (e.kind == EventKind::kMark) continue;
+    if (e.parent >= 0) events[e.parent].self_ns += e.dur_ns();
     stack.push_back(static_cast<int32_t>(i));
   }
-  for (size_t i = begin; i < end; ++i) {
-    Event& e = events[i];
-    if (e.kind != EventKind::kMark) e.self_ns = std::max<int64_t>(0, e.dur_ns() - children_ns[i - begin]);
-  }
+  for (int32_t i : stack) close(i);
 }
 
 // Step markers of a process in order of appearance (start time, then position).
 std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker) {
-  std::unordered_map<std::string_view, bool> matches;
+  // The regex runs once per name; a small direct-mapped table in front of the map
+  // answers most events without hashing.
+  std::unordered_map<Name, bool> matches;
+  struct Cached {
+    const void* id = nullptr;
+    bool match = false;
+  };
+  std::array<Cached, 256> cache{};
   std::vector<int32_t> markers;
   for (size_t i = 0; i < proc.events_list.size(); ++i) {
     if (is_cuda_api(proc.events_list[i].kind)) continue;  // markers are NVTX ranges and marks
-    const std::string& name = proc.events_list[i].name;
-    auto [it, fresh] = matches.try_emplace(name, false);
-    if (fresh) it->second = std::regex_search(name, marker);
-    if (it->second) markers.push_back(static_cast<int32_t>(i));
+    const Name name = proc.events_list[i].name;
+    Cached& c = cache[(reinterpret_cast<uintptr_t>(name.id()) >> 4) & 255];
+    if (c.id != name.id() || c.id == nullptr) {
+      auto [it, fresh] = matches.try_emplace(name, false);
+      if (fresh) it->second = std::regex_search(name.str(), marker);
+      c = {name.id(), it->second};
+    }
+    if (c.match) markers.push_back(static_cast<int32_t>(i));
   }
   std::stable_sort(markers.begin(), markers.end(), [&](int32_t x, int32_t y) {
     return proc.events_list[x].start_ns < proc.events_list[y].start_ns;
@@ -126,11 +160,21 @@ void assign_events(Process& proc) {
     int64_t end = steps[k].start_ns + steps[k].dur_ns;
     furthest_end[k] = k == 0 ? end : std::max(end, furthest_end[k - 1]);
   }
-  for (Event& e : proc.events_list) {
+  // after: the first step starting later than the event (upper_bound by start). Events
+  // of a thread come in start order, so it only moves forward within a thread.
+  const auto n = static_cast<ptrdiff_t>(steps.size());
+  ptrdiff_t after = 0;
+  uint32_t tid = 0;
+  for (size_t i = 0; i < proc.events_list.size(); ++i) {
+    Event& e = proc.events_list[i];
     e.step = -1;
-    auto after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
-                                  [](int64_t t, const Step& s) { return t < s.start_ns; });
-    for (auto k = after - steps.begin() - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
+    if (i == 0 || e.tid != tid || (after > 0 && steps[after - 1].start_ns > e.start_ns)) {
+      tid = e.tid;
+      after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
+                               [](int64_t t, const Step& s) { return t < s.start_ns; }) - steps.begin();
+    }
+    while (after < n && steps[after].start_ns <= e.start_ns) ++after;
+    for (auto k = after - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
       if (e.start_ns <= steps[k].start_ns + steps[k].dur_ns) {
         e.step = static_cast<int32_t>(k);
         break;
@@ -150,35 +194,84 @@ void sort_events(std::vector<Event>& events) {
     return x.end_ns > y.end_ns;
   };
   if (std::is_sorted(events.begin(), events.end(), before)) return;
-  // Events are large (several strings): sort indices, then move each event once.
+  // The same order as a stable sort: group by thread keeping the order of arrival
+  // (a thread's events mostly arrive in time order), sort the groups that need it,
+  // then move the events into place without a second copy of the list.
+  std::unordered_map<uint32_t, size_t> per_thread;
+  for (const Event& e : events) ++per_thread[e.tid];
+  std::vector<uint32_t> tids;
+  for (const auto& [tid, count] : per_thread) tids.push_back(tid);
+  std::sort(tids.begin(), tids.end());
+  size_t offset = 0;
+  for (uint32_t tid : tids) offset += std::exchange(per_thread[tid], offset);
   std::vector<uint32_t> order(events.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t x, uint32_t y) { return before(events[x], events[y]); });
-  std::vector<Event> sorted;
-  sorted.reserve(events.size());
-  for (uint32_t i : order) sorted.push_back(std::move(events[i]));
-  events = std::move(sorted);
+  uint32_t last_tid = 0;
+  size_t* next = nullptr;
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    if (next == nullptr || events[i].tid != last_tid) {
+      last_tid = events[i].tid;
+      next = &per_thread[last_tid];
+    }
+    order[(*next)++] = i;
+  }
+  auto by_time = [&](uint32_t x, uint32_t y) { return before(events[x], events[y]); };
+  size_t begin = 0;
+  for (uint32_t tid : tids) {
+    const size_t end = per_thread[tid];
+    if (!std::is_sorted(order.begin() + begin, order.begin() + end, by_time)) {
+      std::stable_sort(order.begin() + begin, order.begin() + end, by_time);
+    }
+    begin = end;
+  }
+  // order[j] is the index of the event that belongs at j: follow each cycle once.
+  constexpr uint32_t kPlaced = ~uint32_t{0};
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    if (order[i] == kPlaced) continue;
+    if (order[i] == i) {
+      order[i] = kPlaced;
+      continue;
+    }
+    Event held = std::move(events[i]);
+    uint32_t j = i;
+    while (true) {
+      const uint32_t from = order[j];
+      order[j] = kPlaced;
+      if (from == i) {
+        events[j] = std::move(held);
+        break;
+      }
+      events[j] = std::move(events[from]);
+      j = from;
+    }
+  }
 }
 
 void compute_nesting(Process& proc) {
   auto& ev = proc.events_list;
-  sort_events(ev);
-  size_t begin = 0;
-  for (size_t i = 1; i <= ev.size(); ++i) {
-    if (i == ev.size() || ev[i].tid != ev[begin].tid) {
-      nest_thread(ev, begin, i);
-      begin = i;
+  // Decode leaves the list sorted: check the order thread by thread while nesting,
+  // and sort (then nest again) only when a thread's events turn out of order.
+  Span span;
+  bool sorted = false;
+  for (int attempt = 0; attempt < 2 && !sorted; ++attempt) {
+    if (attempt == 1) sort_events(ev);
+    span = Span{};
+    sorted = true;
+    size_t begin = 0;
+    for (size_t i = 1; i <= ev.size(); ++i) {
+      if (i < ev.size() && !in_order(ev[i - 1], ev[i])) {
+        sorted = false;
+        break;
+      }
+      if (i == ev.size() || ev[i].tid != ev[begin].tid) {
+        nest_thread(ev, begin, i, span);
+        begin = i;
+      }
     }
   }
   if (ev.empty()) return;
-  int64_t first = ev.front().start_ns;
-  for (const Event& e : ev) {
-    first = std::min(first, e.start_ns);
-    proc.end_ns = std::max(proc.end_ns, e.end_ns);
-  }
+  proc.end_ns = std::max(proc.end_ns, span.last);
   // start_ns 0 means "not known yet" (decode sets it from the first record).
-  proc.start_ns = proc.start_ns == 0 ? first : std::min(proc.start_ns, first);
+  proc.start_ns = proc.start_ns == 0 ? span.first : std::min(proc.start_ns, span.first);
 }
 
 void compute_steps(Process& proc, const AnalysisOptions& options) {
@@ -195,28 +288,42 @@ void compute_steps(Process& proc, const AnalysisOptions& options) {
 
 namespace {
 
+// Row kinds: OpTable compares them by address, so each is one constant.
+const char* const kKernelKind = "kernel";
+const char* const kMemcpyKind = "memcpy";
+const char* const kMemsetKind = "memset";
+const char* const kSyncKind = "sync";
+const char* const kNvtxKind = "nvtx";
+const char* const kCudaApiKind = "cuda_api";
+
 const char* gpu_kind_name(GpuKind kind) {
   switch (kind) {
-    case GpuKind::kKernel: return "kernel";
-    case GpuKind::kMemcpy: return "memcpy";
-    case GpuKind::kMemset: return "memset";
-    case GpuKind::kSync: return "sync";
+    case GpuKind::kKernel: return kKernelKind;
+    case GpuKind::kMemcpy: return kMemcpyKind;
+    case GpuKind::kMemset: return kMemsetKind;
+    case GpuKind::kSync: return kSyncKind;
   }
-  return "kernel";
+  return kKernelKind;
 }
 
-// One row per op_row_key: an NVTX range and a kernel never share a row.
+// One row per (kind, name): an NVTX range and a kernel never share a row. Names are
+// interned, so a row is found by the name's identity, not by hashing its text.
+// PyTorch op rows are keyed by op_row_key (their shapes and stack may split them).
 class OpTable {
  public:
   explicit OpTable(std::vector<OpStats>& ops) : ops_(ops) {}
-  OpStats& row(const std::string& name, const char* kind) {
-    OpStats key;
-    key.kind = kind;
-    return row(name, std::move(key));
+  OpStats& row(Name name, const char* kind) {
+    auto [it, fresh] = rows_.try_emplace(Key{name, kind}, ops_.size());
+    if (fresh) {
+      OpStats& op = ops_.emplace_back();
+      op.name = name;
+      op.kind = kind;
+    }
+    return ops_[it->second];
   }
   // `key` holds the row's kind and, for cpu_op rows, its shapes and stack.
-  OpStats& row(const std::string& name, OpStats key) {
-    auto [it, fresh] = rows_.try_emplace(op_row_key(key, name), ops_.size());
+  OpStats& row(Name name, OpStats key) {
+    auto [it, fresh] = op_rows_.try_emplace(op_row_key(key, name), ops_.size());
     if (fresh) {
       OpStats& op = ops_.emplace_back(std::move(key));
       op.name = name;
@@ -225,8 +332,19 @@ class OpTable {
   }
 
  private:
+  struct Key {
+    Name name;
+    const char* kind;  // one of a few string literals: compared by address
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      return std::hash<Name>()(k.name) * 31 + std::hash<const void*>()(k.kind);
+    }
+  };
   std::vector<OpStats>& ops_;
-  std::unordered_map<std::string, size_t> rows_;
+  std::unordered_map<Key, size_t, KeyHash> rows_;
+  std::unordered_map<std::string, size_t> op_rows_;
 };
 
 // The row an op event counts in: by name, plus its shapes when grouped by them, plus
@@ -241,12 +359,18 @@ OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
 }
 
 void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) {
+  const Name step_row(kStepRow);
+  Name last_name;
+  Name last_row;
   for (const Event& e : proc.events_list) {
     if (e.kind == EventKind::kMark || e.step < 0 || !recorded(proc.steps[e.step].action)) continue;
     // torch renames ProfilerStep#N to ProfilerStep* before grouping; so do we.
-    const std::string& name = e.name.starts_with(kStepPrefix) ? kStepRow : e.name;
-    OpStats& op = e.op != nullptr ? table.row(name, op_row(*e.op, group_by_input_shape))
-                                  : table.row(name, e.kind == EventKind::kRange ? "nvtx" : "cuda_api");
+    if (e.name != last_name || last_row.empty()) {
+      last_name = e.name;
+      last_row = e.name.starts_with(kStepPrefix) ? step_row : e.name;
+    }
+    OpStats& op = e.op != nullptr ? table.row(last_row, op_row(*e.op, group_by_input_shape))
+                                  : table.row(last_row, e.kind == EventKind::kRange ? kNvtxKind : kCudaApiKind);
     ++op.calls;
     op.self_cpu_ns += e.self_ns;
     op.cpu_total_ns += e.dur_ns();

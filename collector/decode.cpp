@@ -82,6 +82,9 @@ class ConnDecoder {
       if (load(ref, fh)) collect_definitions();
       if (meter_) meter_->add(ref.size);
     }
+    // The first pass counted the records that open an event: reserving that many
+    // spares the copies (and the doubled memory) of a growing vector.
+    proc_.events_list.reserve(proc_.events_list.size() + event_records_);
     second_pass_ = true;
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
@@ -149,19 +152,50 @@ class ConnDecoder {
         case wire::Kind::kCategory:
           category_names_[(uint64_t{r.domain} << 32) | static_cast<uint32_t>(r.a)] = r.name;
           break;
+        case wire::Kind::kPush:
+        case wire::Kind::kStart:
+        case wire::Kind::kMark:
+        case wire::Kind::kCudaRuntime:
+        case wire::Kind::kCudaDriver:
+          ++event_records_;
+          break;
         default:
           break;
       }
     });
   }
 
-  const std::string& string_of(uint32_t id) {
-    static const std::string kEmpty;
-    if (id == 0) return kEmpty;
+  // The interned text of string `id` (ids are small and dense: a vector caches them).
+  Name string_of(uint32_t id) {
+    if (id == 0) return {};
+    if (id < names_.size() && names_known_[id]) return names_[id];
+    Name name;
     auto it = strings_.find(id);
-    if (it != strings_.end()) return it->second;
-    ++unknown_strings_;
-    return strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+    if (it != strings_.end()) {
+      name = it->second;
+    } else {
+      ++unknown_strings_;
+      name = strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+    }
+    if (id < kDenseNames) {
+      if (id >= names_.size()) {
+        names_.resize(id + 1);
+        names_known_.resize(id + 1, false);
+      }
+      names_[id] = name;
+      names_known_[id] = true;
+    }
+    return name;
+  }
+
+  // The operation stack of (thread, domain); the last one is kept at hand.
+  std::vector<int32_t>& stack_of(uint32_t tid, uint16_t domain) {
+    const uint64_t key = (uint64_t{tid} << 16) | domain;
+    if (last_stack_ == nullptr || key != last_stack_key_) {
+      last_stack_ = &stacks_[key];  // unordered_map values keep their address
+      last_stack_key_ = key;
+    }
+    return *last_stack_;
   }
 
   // A damaged record's timestamp gives a wrong time, never undefined behaviour:
@@ -231,12 +265,12 @@ class ConnDecoder {
         touch(thread, epoch(r.ts));
         int32_t i = new_event(r, tid, EventKind::kRange, r.a);
         proc_.events_list[i].payload = r.b;
-        stacks_[(uint64_t{tid} << 16) | r.domain].push_back(i);
+        stack_of(tid, r.domain).push_back(i);
         return i;
       }
       case wire::Kind::kPop: {
         touch(thread, epoch(r.ts));
-        auto& stack = stacks_[(uint64_t{tid} << 16) | r.domain];
+        auto& stack = stack_of(tid, r.domain);
         if (stack.empty()) {
           ++unmatched_pops_;
         } else {
@@ -419,7 +453,13 @@ class ConnDecoder {
   std::vector<uint8_t> body_;
   std::vector<uint8_t> raw_;
   FrameScratch scratch_;
+  static constexpr uint32_t kDenseNames = 1u << 20;
   std::unordered_map<uint32_t, std::string> strings_;
+  std::vector<Name> names_;        // string_of()'s cache, by id
+  std::vector<bool> names_known_;
+  uint64_t event_records_ = 0;  // first pass: records that open an event
+  std::vector<int32_t>* last_stack_ = nullptr;
+  uint64_t last_stack_key_ = 0;
   std::unordered_map<uint16_t, uint32_t> domain_names_;
   std::unordered_map<uint64_t, uint32_t> category_names_;
   std::unordered_map<uint64_t, std::vector<int32_t>> stacks_;
@@ -443,13 +483,22 @@ void decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* 
   ConnDecoder(reader, conn, dctx, proc, meter).run();
 }
 
-// Events in (tid, start, longer first) order and per-thread event counts.
+// Events in (tid, start, longer first) order and per-thread event counts. The counts
+// and the check that the list is already in order (the usual case) share one pass.
 void sort_process_events(Process& proc) {
-  sort_events(proc.events_list);
   for (ThreadInfo& t : proc.threads) t.events = 0;
   uint32_t current = 0;
   ThreadInfo* info = nullptr;
+  bool in_order = true;
+  const Event* previous = nullptr;
   for (const Event& e : proc.events_list) {
+    if (previous != nullptr && in_order) {
+      const Event& p = *previous;
+      in_order = p.tid != e.tid ? p.tid < e.tid
+                 : p.start_ns != e.start_ns ? p.start_ns < e.start_ns
+                                            : p.end_ns >= e.end_ns;
+    }
+    previous = &e;
     if (info == nullptr || e.tid != current) {
       current = e.tid;
       info = nullptr;
@@ -463,6 +512,7 @@ void sort_process_events(Process& proc) {
     }
     ++info->events;
   }
+  if (!in_order) sort_events(proc.events_list);
   std::stable_sort(proc.threads.begin(), proc.threads.end(),
                    [](const ThreadInfo& x, const ThreadInfo& y) {
                      if (x.is_main != y.is_main) return x.is_main;

@@ -28,9 +28,11 @@ int32_t enclosing_range(const std::vector<Event>& ev, int32_t i) {
   return -1;
 }
 
-std::unordered_map<uint64_t, int32_t> api_by_correlation(const std::vector<Event>& ev) {
+// Also clears the GPU times of every event (one pass over the list for both).
+std::unordered_map<uint64_t, int32_t> api_by_correlation(std::vector<Event>& ev) {
   std::unordered_map<uint64_t, int32_t> by_corr;
   for (size_t i = 0; i < ev.size(); ++i) {
+    ev[i].self_cuda_ns = ev[i].cuda_total_ns = 0;
     if (is_cuda_api(ev[i].kind) && ev[i].correlation != 0) {
       by_corr.emplace(ev[i].correlation, static_cast<int32_t>(i));
     }
@@ -62,7 +64,8 @@ void attribute_memory(Process& proc, const std::unordered_map<uint64_t, int32_t>
 
 void attribute_gpu(Process& proc) {
   std::vector<Event>& ev = proc.events_list;
-  for (Event& e : ev) e.self_cuda_ns = e.cuda_total_ns = 0;
+  // compute_nesting() cleared the GPU times of every event.
+  if (proc.gpu_events.empty() && proc.memory_events.empty()) return;
   const auto by_corr = api_by_correlation(ev);
   uint64_t unmatched = 0;
   for (GpuEvent& g : proc.gpu_events) {

@@ -71,7 +71,7 @@ std::string demangle(const std::string& mangled) {
 }
 
 bool GpuDecoder::decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
-                        const std::string& name) {
+                        const Name& name) {
   auto kind = static_cast<wire::Kind>(r.kind);
   if (kind < wire::Kind::kKernel || kind > wire::Kind::kCudaProfiler) return false;
   if (extra_bytes < extra_size(kind)) {
@@ -103,12 +103,14 @@ void GpuDecoder::span(int64_t start, int64_t end) {
   last_ = std::max(last_, end);
 }
 
-void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const std::string& name) {
+void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const Name& name) {
   auto x = load<wire::GpuKernelExtra>(extra);
   GpuEvent& g = proc_.gpu_events.emplace_back();
   g.kind = GpuKind::kKernel;
   g.mangled = name;
-  g.name = demangle(name);
+  auto [shown, fresh] = demangled_.try_emplace(name);
+  if (fresh) shown->second = demangle(name);
+  g.name = shown->second;
   g.device = r.domain;
   g.stream = x.stream;
   g.context = x.context;
@@ -130,7 +132,13 @@ void GpuDecoder::copy(const wire::Record& r, const uint8_t* extra, bool is_memse
   auto x = load<wire::GpuCopyExtra>(extra);
   GpuEvent& g = proc_.gpu_events.emplace_back();
   g.kind = is_memset ? GpuKind::kMemset : GpuKind::kMemcpy;
-  g.name = is_memset ? memset_row_name(x.dst_kind) : memcpy_row_name(x.copy_kind, x.src_kind, x.dst_kind);
+  const uint32_t kinds = (uint32_t{is_memset} << 24) | (uint32_t{x.copy_kind} << 16) |
+                         (uint32_t{x.src_kind} << 8) | x.dst_kind;
+  auto [row, fresh] = copy_names_.try_emplace(kinds);
+  if (fresh) {
+    row->second = is_memset ? memset_row_name(x.dst_kind) : memcpy_row_name(x.copy_kind, x.src_kind, x.dst_kind);
+  }
+  g.name = row->second;
   g.device = r.domain;
   g.stream = x.stream;
   g.context = x.context;

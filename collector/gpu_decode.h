@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "collector/model.h"
 #include "formats/wire/wire.h"
@@ -29,7 +30,7 @@ class GpuDecoder {
   // Handles kinds kKernel..kCudaProfiler; false for any other kind. `name` is the
   // record's name string, `extra` its continuation slots.
   bool decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
-              const std::string& name);
+              const Name& name);
 
   // Sorts what was added, names devices of syncs from the contexts kernels ran in,
   // and leaves warnings on the process.
@@ -48,7 +49,7 @@ class GpuDecoder {
     return t < 0 ? 0 : std::min(t, int64_t{1} << 61);
   }
   void span(int64_t start, int64_t end);
-  void kernel(const wire::Record& r, const uint8_t* extra, const std::string& name);
+  void kernel(const wire::Record& r, const uint8_t* extra, const Name& name);
   void copy(const wire::Record& r, const uint8_t* extra, bool is_memset);
   void sync(const wire::Record& r, const uint8_t* extra);
   void memory(const wire::Record& r, const uint8_t* extra);
@@ -60,6 +61,8 @@ class GpuDecoder {
   int64_t first_ = std::numeric_limits<int64_t>::max();
   int64_t last_ = std::numeric_limits<int64_t>::min();
   uint64_t short_records_ = 0;
+  std::unordered_map<Name, Name> demangled_;  // kernel names: recorded → displayed
+  std::unordered_map<uint32_t, Name> copy_names_;  // memcpy/memset row names by kinds
 };
 
 }  // namespace torchprof

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "collector/name.h"
+
 namespace torchprof {
 
 enum class EventKind : uint8_t {
@@ -42,34 +44,37 @@ inline std::string joined_frames(const std::vector<std::string>& frames) {
   return out;
 }
 
+// One timeline event. Names are interned (collector/name.h): a run holds millions
+// of events and only a few thousand distinct names. Fields are ordered to pack:
+// the size of this struct is most of the analysis's memory.
 struct Event {
-  std::string name;
-  EventKind kind = EventKind::kRange;
-  uint32_t tid = 0;          // thread the range started on
-  uint32_t end_tid = 0;      // thread it ended on (start/end ranges may differ)
+  Name name;
   int64_t start_ns = 0;
   int64_t end_ns = 0;        // == start_ns for marks
-  std::string domain;        // "" for NVTX's default domain
-  uint32_t category = 0;
-  std::string category_name;
-  uint8_t payload_type = 0;  // wire::PayloadType
-  uint64_t payload = 0;      // raw bits
-  bool push_pop = true;      // false for start/end ranges
-  bool unterminated = false; // never popped/ended: closed at the thread's last event
-  int32_t parent = -1;       // index of the enclosing event on the same thread
-  int32_t step = -1;         // index into Process::steps, -1 outside any step
   int64_t self_ns = 0;       // duration minus direct children's durations
-  // CUDA API calls (kCudaRuntime/kCudaDriver): the call an API record names.
-  uint16_t cbid = 0;
-  uint64_t correlation = 0;  // CUPTI correlation id, ties GPU records to this call
   // GPU time as torch attributes it (ranges only): Self CUDA = GPU records launched by
   // API calls whose innermost enclosing range is this one; CUDA total adds the
   // children's totals. API calls keep 0, as torch shows cudaLaunchKernel.
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
+  uint64_t payload = 0;      // raw bits
+  // CUDA API calls (kCudaRuntime/kCudaDriver): the call an API record names.
+  uint64_t correlation = 0;  // CUPTI correlation id, ties GPU records to this call
+  Name domain;               // "" for NVTX's default domain
+  Name category_name;
+  uint32_t tid = 0;          // thread the range started on
+  uint32_t end_tid = 0;      // thread it ended on (start/end ranges may differ)
+  uint32_t category = 0;
+  int32_t parent = -1;       // index of the enclosing event on the same thread
+  int32_t step = -1;         // index into Process::steps, -1 outside any step
+  uint16_t cbid = 0;
+  EventKind kind = EventKind::kRange;
+  uint8_t payload_type = 0;  // wire::PayloadType
+  bool push_pop = true;      // false for start/end ranges
+  bool unterminated = false; // never popped/ended: closed at the thread's last event
   // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
-  // range is a cpu_op named op->name.
-  std::shared_ptr<const OpInfo> op;
+  // range is a cpu_op named op->name. Owned by the Process (op_infos).
+  const OpInfo* op = nullptr;
 
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
@@ -79,8 +84,8 @@ enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
 // One activity record of a GPU: kernel, memcpy, memset or synchronisation.
 struct GpuEvent {
   GpuKind kind = GpuKind::kKernel;
-  std::string name;          // display name: demangled kernel, "Memcpy HtoD (Pageable -> Device)", …
-  std::string mangled;       // kernel name as recorded ("" for other kinds)
+  Name name;                 // display name: demangled kernel, "Memcpy HtoD (Pageable -> Device)", …
+  Name mangled;              // kernel name as recorded ("" for other kinds)
   uint32_t device = 0;
   uint32_t stream = 0;       // ~0u: not tied to a stream (device/context syncs)
   uint32_t context = 0;
@@ -189,6 +194,7 @@ struct Process {
   int64_t end_ns = 0;         // last event or exit
   std::vector<ThreadInfo> threads;
   std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
+  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op points to
   std::vector<Step> steps;
   std::vector<std::string> warnings;
   // GPU side (CUPTI). API calls live in events_list (EventKind::kCudaRuntime/kCudaDriver).

@@ -160,21 +160,24 @@ std::optional<OpInfo> parse_op_message(std::string_view message, bool require_fi
 
 void classify_pytorch_ops(Process& proc) {
   // Messages repeat (the bootstrap's always, emit_nvtx's without seq and op_id):
-  // one parse and one OpInfo per distinct message and domain.
-  std::unordered_map<std::string, std::shared_ptr<const OpInfo>> parsed[2];
+  // one parse and one OpInfo per distinct message (an interned name) and domain.
+  std::unordered_map<Name, const OpInfo*> parsed[2];
+  const Name ops_domain_name(kPytorchOpsDomain);
   for (Event& e : proc.events_list) {
     if (e.kind != EventKind::kRange || e.op != nullptr) continue;
-    const bool ops_domain = e.domain == kPytorchOpsDomain;
+    const bool ops_domain = e.domain == ops_domain_name;
     if (!ops_domain && !e.domain.empty()) continue;  // emit_nvtx uses the default domain
-    auto [it, fresh] = parsed[ops_domain].try_emplace(e.name);
+    auto [it, fresh] = parsed[ops_domain].try_emplace(e.name, nullptr);
     if (fresh) {
-      if (std::optional<OpInfo> op = parse_op_message(e.name, /*require_fields=*/!ops_domain)) {
-        it->second = std::make_shared<const OpInfo>(std::move(*op));
-      } else if (ops_domain) {
+      std::optional<OpInfo> op = parse_op_message(e.name, /*require_fields=*/!ops_domain);
+      if (!op && ops_domain) {
         // Malformed but certainly an op: its raw message is its name.
-        OpInfo raw;
-        raw.name = e.name;
-        it->second = std::make_shared<const OpInfo>(std::move(raw));
+        op.emplace();
+        op->name = e.name;
+      }
+      if (op) {
+        proc.op_infos.push_back(std::make_shared<const OpInfo>(std::move(*op)));
+        it->second = proc.op_infos.back().get();
       }
     }
     if (it->second == nullptr) continue;

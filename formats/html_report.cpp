@@ -61,6 +61,13 @@ class Timeline {
     if (fresh) names_.push_back(text);
     return it->second;
   }
+  // Interned names (Event/GpuEvent::name): looked up by identity, then by text.
+  uint32_t name(const Name& n) {
+    auto [it, fresh] = by_identity_.try_emplace(n.id(), 0);
+    if (fresh) it->second = name(n.str());
+    return it->second;
+  }
+  void reserve(size_t slices) { slices_.reserve(slices); }
   void add(const Slice& s) { slices_.push_back(s); }
 
   // Keeps the `limit` longest slices, then stacks overlapping ones into lanes.
@@ -98,6 +105,7 @@ class Timeline {
   std::map<std::tuple<int, int, TrackKind, uint64_t>, uint32_t> index_;  // (input, pid, kind, id)
   std::vector<Track> tracks_;
   std::unordered_map<std::string, uint32_t> names_index_;
+  std::unordered_map<const void*, uint32_t> by_identity_;
   std::vector<std::string> names_;
   std::vector<Slice> slices_;
 };
@@ -125,14 +133,22 @@ uint64_t main_first(const Process& p, uint32_t tid) {
 }
 
 void add_cpu_events(const Process& p, Timeline& tl) {
+  // Track of (thread, API or not): events come thread by thread, so the last one
+  // found is nearly always the one wanted.
+  uint64_t last_key = ~uint64_t{0};
+  uint32_t last_track = 0;
   for (const Event& e : p.events_list) {
     const bool api = is_cuda_api(e.kind);
     const TrackKind kind = api ? TrackKind::kCudaApi : TrackKind::kCpu;
-    const uint32_t track = tl.track(p, kind, main_first(p, e.tid), [&] {
-      return process_label(p) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
-    });
+    const uint64_t key = (uint64_t{e.tid} << 1) | (api ? 1 : 0);
+    if (key != last_key) {
+      last_key = key;
+      last_track = tl.track(p, kind, main_first(p, e.tid), [&] {
+        return process_label(p) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
+      });
+    }
     const uint8_t category = api ? 2 : e.kind == EventKind::kMark ? 1 : 0;
-    tl.add({track, tl.name(e.name), 0, category, e.start_ns, std::max<int64_t>(0, e.dur_ns())});
+    tl.add({last_track, tl.name(e.name), 0, category, e.start_ns, std::max<int64_t>(0, e.dur_ns())});
   }
 }
 
@@ -390,6 +406,9 @@ std::string escape_html(std::string_view s) {
 std::string render_html_report_data(const Run& run, const TableRows& rows, const HtmlReportOptions& options) {
   const int64_t base = time_base(run);
   Timeline tl;
+  size_t slices = 0;
+  for (const Process& p : run.processes) slices += p.events_list.size() + p.gpu_events.size();
+  tl.reserve(slices);  // one allocation, not a doubling vector's copies
   for (const Process& p : run.processes) add_cpu_events(p, tl);
   for (const Process& p : run.processes) add_gpu_events(p, tl);
   const size_t omitted = tl.finish(options.max_events);

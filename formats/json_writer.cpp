@@ -26,10 +26,25 @@ size_t utf8_sequence(std::string_view s, size_t i) {
   return len;
 }
 
+// True when `s` can be written between quotes as it is.
+bool plain(std::string_view s) {
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void append_string(std::string& out, std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
+  if (plain(s)) {
+    out += '"';
+    out.append(s);
+    out += '"';
+    return;
+  }
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
@@ -66,27 +81,34 @@ void append_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void append_us(std::string& out, int64_t ns) {
-  if (ns < 0) {
-    out += '-';
-    ns = -ns;
+void Buffer::grow_to(size_t wanted) {
+  size_t capacity = capacity_ == 0 ? 4096 : capacity_;
+  while (capacity < wanted) capacity *= 2;
+  auto data = std::make_unique<char[]>(capacity);
+  if (size_ > 0) std::memcpy(data.get(), data_.get(), size_);
+  data_ = std::move(data);
+  capacity_ = capacity;
+}
+
+void append_string(Buffer& out, std::string_view s) {
+  if (plain(s)) {
+    char* p = out.reserve(s.size() + 2);
+    *p++ = '"';
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+    *p++ = '"';
+    out.commit(p);
+    return;
   }
-  append_int(out, ns / 1000);
-  char frac[4] = {'.', static_cast<char>('0' + ns % 1000 / 100),
-                  static_cast<char>('0' + ns % 100 / 10), static_cast<char>('0' + ns % 10)};
-  out.append(frac, 4);
+  std::string escaped;
+  append_string(escaped, s);
+  out += escaped;
 }
 
-void append_int(std::string& out, int64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-void append_uint(std::string& out, uint64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+void append_double(Buffer& out, double v) {
+  std::string text;
+  append_double(text, v);
+  out += text;
 }
 
 void append_double(std::string& out, double v) {

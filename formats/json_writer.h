@@ -2,21 +2,124 @@
 // a DOM (nlohmann) costs several times the output's size in memory and time.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace torchprof::json {
 
+// Traces write tens of millions of these: the number helpers are inline, and
+// strings that need no escaping (nearly all names) are copied in one piece.
+
 // Appends `s` as a quoted JSON string. Control characters are escaped and bytes
 // that are not valid UTF-8 become U+FFFD, so any name yields parseable output.
 void append_string(std::string& out, std::string_view s);
 
-// Appends a nanosecond count as microseconds with exactly three decimals ("12.345").
-void append_us(std::string& out, int64_t ns);
+inline void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
 
-void append_int(std::string& out, int64_t v);
-void append_uint(std::string& out, uint64_t v);
+inline void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// Appends a nanosecond count as microseconds with exactly three decimals ("12.345").
+inline void append_us(std::string& out, int64_t ns) {
+  char buf[32];
+  char* p = buf;
+  // Negated as unsigned: INT64_MIN has no positive int64.
+  uint64_t mag = static_cast<uint64_t>(ns);
+  if (ns < 0) {
+    *p++ = '-';
+    mag = ~mag + 1;
+  }
+  p = std::to_chars(p, buf + 24, mag / 1000).ptr;
+  const auto frac = static_cast<unsigned>(mag % 1000);
+  p[0] = '.';
+  p[1] = static_cast<char>('0' + frac / 100);
+  p[2] = static_cast<char>('0' + frac / 10 % 10);
+  p[3] = static_cast<char>('0' + frac % 10);
+  out.append(buf, p + 4);
+}
+
 void append_double(std::string& out, double v);  // shortest form that reads back exactly
+
+// An output buffer for large documents (traces): the appends a std::string offers,
+// without its per-append bookkeeping, and numbers formatted in place. Grows as needed;
+// the owner hands view() on in large blocks and clear()s it.
+class Buffer {
+ public:
+  explicit Buffer(size_t capacity = 1 << 16) { grow_to(capacity); }
+
+  // Room for `n` more bytes: write up to n bytes at the pointer, then commit(end).
+  char* reserve(size_t n) {
+    if (capacity_ - size_ < n) grow_to(size_ + n);
+    return data_.get() + size_;
+  }
+  void commit(char* end) { size_ = static_cast<size_t>(end - data_.get()); }
+
+  void append(const char* s, size_t n) {
+    char* p = reserve(n);
+    std::memcpy(p, s, n);
+    size_ += n;
+  }
+  Buffer& operator+=(std::string_view s) {
+    append(s.data(), s.size());
+    return *this;
+  }
+  Buffer& operator+=(const std::string& s) { return *this += std::string_view(s); }
+  Buffer& operator+=(const char* s) { return *this += std::string_view(s); }
+  Buffer& operator+=(char c) {
+    *reserve(1) = c;
+    ++size_;
+    return *this;
+  }
+
+  size_t size() const { return size_; }
+  void clear() { size_ = 0; }
+  std::string_view view() const { return {data_.get(), size_}; }
+
+ private:
+  void grow_to(size_t wanted);
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+void append_string(Buffer& out, std::string_view s);
+void append_double(Buffer& out, double v);
+
+inline void append_int(Buffer& out, int64_t v) {
+  char* p = out.reserve(24);
+  out.commit(std::to_chars(p, p + 24, v).ptr);
+}
+
+inline void append_uint(Buffer& out, uint64_t v) {
+  char* p = out.reserve(24);
+  out.commit(std::to_chars(p, p + 24, v).ptr);
+}
+
+inline void append_us(Buffer& out, int64_t ns) {
+  char* p = out.reserve(32);
+  uint64_t mag = static_cast<uint64_t>(ns);
+  if (ns < 0) {
+    *p++ = '-';
+    mag = ~mag + 1;
+  }
+  p = std::to_chars(p, p + 24, mag / 1000).ptr;
+  const auto frac = static_cast<unsigned>(mag % 1000);
+  p[0] = '.';
+  p[1] = static_cast<char>('0' + frac / 100);
+  p[2] = static_cast<char>('0' + frac / 10 % 10);
+  p[3] = static_cast<char>('0' + frac % 10);
+  out.commit(p + 4);
+}
 
 }  // namespace torchprof::json

@@ -19,18 +19,18 @@ const char* category(GpuKind kind) {
   return "kernel";
 }
 
-void key(std::string& out, const char* name) {
+void key(json::Buffer& out, const char* name) {
   out += ", \"";
   out += name;
   out += "\": ";
 }
 
-void uint_arg(std::string& out, const char* name, uint64_t v) {
+void uint_arg(json::Buffer& out, const char* name, uint64_t v) {
   key(out, name);
   json::append_uint(out, v);
 }
 
-void dims(std::string& out, const char* name, const uint32_t (&d)[3]) {
+void dims(json::Buffer& out, const char* name, const uint32_t (&d)[3]) {
   key(out, name);
   out += '[';
   for (int i = 0; i < 3; ++i) {
@@ -40,7 +40,7 @@ void dims(std::string& out, const char* name, const uint32_t (&d)[3]) {
   out += ']';
 }
 
-void kernel_args(std::string& out, const GpuEvent& g, int64_t base_ns, const GpuDevice* device) {
+void kernel_args(json::Buffer& out, const GpuEvent& g, int64_t base_ns, const GpuDevice* device) {
   key(out, "queued");
   if (g.queued_ns != 0) {
     json::append_us(out, g.queued_ns - base_ns);
@@ -71,7 +71,7 @@ void kernel_args(std::string& out, const GpuEvent& g, int64_t base_ns, const Gpu
   }
 }
 
-void copy_args(std::string& out, const GpuEvent& g) {
+void copy_args(json::Buffer& out, const GpuEvent& g) {
   uint_arg(out, "device", g.device);
   uint_arg(out, "context", g.context);
   uint_arg(out, "stream", g.stream);
@@ -83,7 +83,7 @@ void copy_args(std::string& out, const GpuEvent& g) {
   if (g.graph_id != 0) uint_arg(out, "graph id", g.graph_id);
 }
 
-void sync_args(std::string& out, const GpuEvent& g) {
+void sync_args(json::Buffer& out, const GpuEvent& g) {
   key(out, "cuda_sync_kind");
   json::append_string(out, g.name);
   key(out, "stream");
@@ -121,7 +121,7 @@ Occupancy estimate_occupancy(const GpuEvent& k, const GpuDevice& d) {
   return occ;
 }
 
-void append_device_properties(std::string& out, const std::vector<GpuDevice>& devices) {
+void append_device_properties(json::Buffer& out, const std::vector<GpuDevice>& devices) {
   out += '[';
   for (size_t i = 0; i < devices.size(); ++i) {
     const GpuDevice& d = devices[i];
@@ -146,7 +146,7 @@ void append_device_properties(std::string& out, const std::vector<GpuDevice>& de
   out += devices.empty() ? "]" : "\n  ]";
 }
 
-void append_gpu_event(std::string& out, const GpuEvent& g, int64_t base_ns, uint64_t external_id,
+void append_gpu_event(json::Buffer& out, const GpuEvent& g, int64_t base_ns, uint64_t external_id,
                       const GpuDevice* device) {
   out += "{\"ph\": \"X\", \"cat\": \"";
   out += category(g.kind);
@@ -176,7 +176,7 @@ void append_gpu_event(std::string& out, const GpuEvent& g, int64_t base_ns, uint
   out += "}}";
 }
 
-void append_flow(std::string& out, bool start, uint64_t correlation, int64_t pid, int64_t tid,
+void append_flow(json::Buffer& out, bool start, uint64_t correlation, int64_t pid, int64_t tid,
                  int64_t ts_ns, int64_t base_ns) {
   out += start ? "{\"ph\": \"s\", \"id\": " : "{\"ph\": \"f\", \"id\": ";
   json::append_uint(out, correlation);
@@ -191,7 +191,7 @@ void append_flow(std::string& out, bool start, uint64_t correlation, int64_t pid
   out += '}';
 }
 
-void append_memory_event(std::string& out, const MemoryEvent& m, int pid, uint32_t tid, int64_t base_ns) {
+void append_memory_event(json::Buffer& out, const MemoryEvent& m, int pid, uint32_t tid, int64_t base_ns) {
   out += "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": ";
   json::append_int(out, pid);
   out += ", \"tid\": ";

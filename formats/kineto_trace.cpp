@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "formats/json_writer.h"
@@ -137,7 +138,7 @@ class TraceWriter {
  private:
   void flush(bool force) {
     if (force || out_.size() >= kFlushBytes) {
-      sink_.write(out_);
+      sink_.write(out_.view());
       out_.clear();
     }
   }
@@ -223,11 +224,17 @@ class TraceWriter {
   }
 
   // The thread that called the allocator, else the main thread.
-  uint32_t memory_tid(const MemoryEvent& m) const {
+  uint32_t memory_tid(const MemoryEvent& m) {
     if (m.correlation != 0) {
-      for (const Event& e : proc_.events_list) {
-        if (is_cuda_api(e.kind) && e.correlation == m.correlation) return e.tid;
+      if (!api_tids_built_) {
+        // The first API call of each correlation id, as a scan of the list finds it.
+        for (const Event& e : proc_.events_list) {
+          if (is_cuda_api(e.kind)) api_tids_.emplace(e.correlation, e.tid);
+        }
+        api_tids_built_ = true;
       }
+      auto it = api_tids_.find(m.correlation);
+      if (it != api_tids_.end()) return it->second;
     }
     return proc_.threads.empty() ? static_cast<uint32_t>(proc_.pid) : proc_.threads.front().tid;
   }
@@ -495,11 +502,13 @@ class TraceWriter {
   CycleSpan span_;
   int64_t base_ = 0;
   std::string process_name_;
-  std::string out_;
+  json::Buffer out_{kFlushBytes + (64 << 10)};  // filled to kFlushBytes, then handed on
   uint64_t external_id_ = 0;
   std::vector<uint64_t> external_ids_;  // per event index: the External id written for it
   std::vector<bool> launches_;          // per event index: an API call with GPU work in the cycle
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
+  std::unordered_map<uint64_t, uint32_t> api_tids_;     // correlation id → calling thread
+  bool api_tids_built_ = false;
 };
 
 // A worker name becomes a file name inside traces/: no directory separators, and no

@@ -10,10 +10,12 @@
 #   scripts/bench.sh [BUILD_DIR]        (default: build-bench, configured Release if new)
 #
 # Environment: QUICK=1 (sizes / 10), ANALYSIS_RANGES (default 10000000: the capture
-# analysed for speed and peak RSS), TORCH=0 (skip torch's own key_averages figures),
-# KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes).
-# Per-event figures use CPU time (the programs measure it themselves): on a shared
-# machine wall time varies with the load. Needs ~3.5 GB of memory for the analysis.
+# analysed for speed and peak RSS), TRACES=0 (no Kineto traces for that capture: for
+# ANALYSIS_RANGES=100000000, whose traces would be ~20 GB), TORCH=0 (skip torch's own
+# key_averages figures), KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with
+# the default sizes). Per-event figures use CPU time (the programs measure it
+# themselves): on a shared machine wall time varies with the load. The analysis
+# needs ~115 bytes of memory per event: ~1.2 GB for 10M, ~11 GB for 100M.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -118,7 +120,7 @@ row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb
 if command -v uftrace >/dev/null 2>&1; then
   cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
   calls=$((pairs / 2))
-  (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none")  # gmon.out stays in $work
+  (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none")  # its gmon.out stays in $work
   (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec")
   uf_add=$(calc "$(val "$work/uf_rec" call_ns) - $(val "$work/uf_none" call_ns)")
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
@@ -175,16 +177,28 @@ fi
 echo "[4/5] analysis of $analysis_ranges ranges" >&2
 work_iters=40
 # A ring that holds the whole capture run: the figure is about analysis, not drops.
-TORCHPROF_BUFFER_KB=$(( analysis_ranges * 2 * 32 / 1024 + 65536 > 1048576 ? 1048576 : analysis_ranges * 2 * 32 / 1024 + 65536 )) tool -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
-"$bb/analysis_bench" "$work/big" "$work/an_big" >"$work/an"
-timed "$work/report" "$bin/torchprof" report "$work/big" -q -o "$work/report_out"
+# TRACES=0: the run's own report records no step (so writes no trace); the capture
+# still holds every range.
+run_opts=()
+[[ ${TRACES:-1} == 0 ]] && run_opts=(--schedule wait=1,warmup=0,active=1)
+TORCHPROF_BUFFER_KB=$(( analysis_ranges * 2 * 32 / 1024 + 65536 > 1048576 ? 1048576 : analysis_ranges * 2 * 32 / 1024 + 65536 )) tool "${run_opts[@]}" -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
+an_args=()
+[[ ${TRACES:-1} == 0 ]] && an_args=(--no-traces)
+"$bb/analysis_bench" "$work/big" "$work/an_big" "${an_args[@]}" >"$work/an"
+if [[ ${TRACES:-1} == 1 ]]; then
+  timed "$work/report" "$bin/torchprof" report "$work/big" -q -o "$work/report_out"
+fi
 ev=$(val "$work/an" events)
 row analysis events "$ev" events "decoded from the capture; $(summary dropped "$work/big") records dropped while capturing"
 row analysis to_table "$(val "$work/an" to_table_events_per_s)" events/s "per core: decode+analyse+table ($(val "$work/an" to_table_us_per_event) us/event)"
-row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "per core: decode+analyse+traces"
+if [[ ${TRACES:-1} == 1 ]]; then
+  row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "per core: decode+analyse+traces"
+fi
 row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto"
 row analysis peak_rss "$(val "$work/an" peak_rss)" MiB "$(val "$work/an" peak_rss_per_event) B/event, in process"
-row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
+if [[ ${TRACES:-1} == 1 ]]; then
+  row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
+fi
 if [[ ${TORCH:-1} == 1 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   /usr/bin/python3 "$root/bench/torch_key_averages.py" $((20000 / scale)) >"$work/torch" 2>/dev/null
   tk=$(val "$work/torch" torch_table_us_per_event)
@@ -193,7 +207,7 @@ if [[ ${TORCH:-1} == 1 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; the
 else
   row analysis torch_key_averages 15 us/event "torch not measured: REFERENCE.md's figure"
 fi
-row analysis note - - "100M events not run (too slow for a session); RSS grows linearly (B/event above)"
+row analysis note - - "RSS grows linearly (B/event above); 100M: ANALYSIS_RANGES=100000000 TRACES=0"
 # The 10M-range capture and its traces take several GB: gone before the next section.
 [[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
 
