@@ -30,23 +30,29 @@ inline void append_uint(std::string& out, uint64_t v) {
   out.append(buf, r.ptr);
 }
 
-// Appends a nanosecond count as microseconds with exactly three decimals ("12.345").
-inline void append_us(std::string& out, int64_t ns) {
-  char buf[32];
-  char* p = buf;
+// Writes a nanosecond count as microseconds with exactly three decimals ("12.345")
+// at p, which has room for 32 characters; returns the end.
+inline char* format_us(char* p, int64_t ns) {
+  char* const start = p;
   // Negated as unsigned: INT64_MIN has no positive int64.
   uint64_t mag = static_cast<uint64_t>(ns);
   if (ns < 0) {
     *p++ = '-';
     mag = ~mag + 1;
   }
-  p = std::to_chars(p, buf + 24, mag / 1000).ptr;
+  p = std::to_chars(p, start + 24, mag / 1000).ptr;
   const auto frac = static_cast<unsigned>(mag % 1000);
   p[0] = '.';
   p[1] = static_cast<char>('0' + frac / 100);
   p[2] = static_cast<char>('0' + frac / 10 % 10);
   p[3] = static_cast<char>('0' + frac % 10);
-  out.append(buf, p + 4);
+  return p + 4;
+}
+
+// Appends a nanosecond count as microseconds with exactly three decimals ("12.345").
+inline void append_us(std::string& out, int64_t ns) {
+  char buf[32];
+  out.append(buf, format_us(buf, ns));
 }
 
 void append_double(std::string& out, double v);  // shortest form that reads back exactly
@@ -106,20 +112,6 @@ inline void append_uint(Buffer& out, uint64_t v) {
   out.commit(std::to_chars(p, p + 24, v).ptr);
 }
 
-inline void append_us(Buffer& out, int64_t ns) {
-  char* p = out.reserve(32);
-  uint64_t mag = static_cast<uint64_t>(ns);
-  if (ns < 0) {
-    *p++ = '-';
-    mag = ~mag + 1;
-  }
-  p = std::to_chars(p, p + 24, mag / 1000).ptr;
-  const auto frac = static_cast<unsigned>(mag % 1000);
-  p[0] = '.';
-  p[1] = static_cast<char>('0' + frac / 100);
-  p[2] = static_cast<char>('0' + frac / 10 % 10);
-  p[3] = static_cast<char>('0' + frac % 10);
-  out.commit(p + 4);
-}
+inline void append_us(Buffer& out, int64_t ns) { out.commit(format_us(out.reserve(32), ns)); }
 
 }  // namespace torchprof::json
