@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "formats/outputs.h"
 #include "formats/wire/wire.h"
@@ -27,6 +28,7 @@ using capture::ChunkType;
 struct FrameRef {
   uint64_t offset = 0;
   uint32_t size = 0;
+  uint32_t slots = 0;  // slots once decoded, from the frame's header (0: unusable header)
 };
 
 // What the first sweep learns about one connection (one process image).
@@ -42,7 +44,7 @@ struct ConnInput {
   bool closed = false;
 };
 
-// Frame bytes read so far (each frame is read twice) against the total, reported
+// Frame bytes read so far against the total, reported
 // to the caller's callback at most once per percent.
 class ProgressMeter {
  public:
@@ -64,34 +66,51 @@ class ProgressMeter {
   uint64_t last_percent_ = ~uint64_t{0};
 };
 
+// What decoding learns about the order of a process's events list as it appends to it.
+struct AppendOrder {
+  bool strictly_increasing = true;  // by (tid, start): no sort and no check needed
+  bool any = false;
+  uint32_t last_tid = 0;
+  int64_t last_start = 0;
+  std::unordered_map<uint32_t, uint64_t> per_thread;  // events per thread
+};
+
 // Turns one connection's frames into events of `proc`.
 class ConnDecoder {
  public:
   ConnDecoder(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx, Process& proc,
-              ProgressMeter* meter = nullptr)
+              AppendOrder& order, ProgressMeter* meter = nullptr)
       : reader_(reader),
         conn_(conn),
         dctx_(dctx),
         proc_(proc),
+        order_(order),
         meter_(meter),
         gpu_(proc, static_cast<int64_t>(conn.hello.real_ns - conn.hello.mono_ns)) {}
 
+  // One pass over the frames. A name, domain or category may be used in one thread's
+  // frame before the frame of the thread that defined it (written later): such uses get
+  // a stand-in that resolve_late_definitions() replaces once every frame has been read.
+  // True when some string could make an event a PyTorch operator (classify_pytorch_ops).
+  bool may_hold_ops() const { return may_hold_ops_; }
+
   void run() {
+    first_event_ = proc_.events_list.size();
+    first_gpu_event_ = proc_.gpu_events.size();
+    // Every event takes at least one slot and an NVTX range, the usual event, two:
+    // reserving half the slots spares most of a growing vector's copies (and its
+    // doubled memory) without reserving far more than is used.
+    uint64_t slots = 0;
+    for (const FrameRef& ref : conn_.frames) slots += ref.slots;
+    proc_.events_list.reserve(proc_.events_list.size() + slots / 2);
     wire::FrameHeader fh{};
-    for (const FrameRef& ref : conn_.frames) {
-      if (load(ref, fh)) collect_definitions();
-      if (meter_) meter_->add(ref.size);
-    }
-    // The first pass counted the records that open an event: reserving that many
-    // spares the copies (and the doubled memory) of a growing vector.
-    proc_.events_list.reserve(proc_.events_list.size() + event_records_);
-    second_pass_ = true;
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
       if (meter_) meter_->add(ref.size);
     }
     close_open_ranges();
     gpu_.finish();
+    resolve_late_definitions();
     finish();
   }
 
@@ -117,7 +136,7 @@ class ConnDecoder {
   }
 
   bool bad_frame() {
-    if (!second_pass_) ++bad_frames_;
+    ++bad_frames_;
     return false;
   }
 
@@ -130,7 +149,7 @@ class ConnDecoder {
       std::memcpy(&r, raw_.data() + i * wire::kSlotSize, sizeof r);
       size_t extra = r.extra;
       if (i + 1 + extra > n) {
-        if (second_pass_) ++cut_records_;
+        ++cut_records_;
         break;
       }
       fn(r, raw_.data() + (i + 1) * wire::kSlotSize, extra * wire::kSlotSize);
@@ -138,34 +157,37 @@ class ConnDecoder {
     }
   }
 
-  void collect_definitions() {
-    walk([this](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
-      switch (static_cast<wire::Kind>(r.kind)) {
-        case wire::Kind::kString: {
-          size_t len = std::min<uint64_t>(r.a, extra_bytes);
-          strings_[r.name].assign(reinterpret_cast<const char*>(extra), len);
-          break;
-        }
-        case wire::Kind::kDomain:
-          domain_names_[r.domain] = r.name;
-          break;
-        case wire::Kind::kCategory:
-          category_names_[(uint64_t{r.domain} << 32) | static_cast<uint32_t>(r.a)] = r.name;
-          break;
-        case wire::Kind::kPush:
-        case wire::Kind::kStart:
-        case wire::Kind::kMark:
-        case wire::Kind::kCudaRuntime:
-        case wire::Kind::kCudaDriver:
-          ++event_records_;
-          break;
-        default:
-          break;
+  // Definitions: a string's text, a domain's name, a category's name.
+  void define(const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
+    switch (static_cast<wire::Kind>(r.kind)) {
+      case wire::Kind::kString: {
+        size_t len = std::min<uint64_t>(r.a, extra_bytes);
+        std::string& text = strings_[r.name];
+        text.assign(reinterpret_cast<const char*>(extra), len);
+        // An operator is a range in the ops domain or a message with "key = value"
+        // fields: without such a string no event can be one.
+        if (text.find(" = ") != std::string::npos || text == kPytorchOpsDomain) may_hold_ops_ = true;
+        if (r.name < names_known_.size()) names_known_[r.name] = false;
+        if (stand_in_strings_.count(r.name) != 0) late_strings_.insert(r.name);
+        break;
       }
-    });
+      case wire::Kind::kDomain:
+        domain_names_[r.domain] = r.name;
+        break;
+      case wire::Kind::kCategory:
+        category_names_[category_key(r.domain, static_cast<uint32_t>(r.a))] = r.name;
+        break;
+      default:
+        break;
+    }
   }
 
+  static uint64_t category_key(uint16_t domain, uint32_t category) { return (uint64_t{domain} << 32) | category; }
+
+  static std::string stand_in_text(uint32_t id) { return "<string " + std::to_string(id) + ">"; }
+
   // The interned text of string `id` (ids are small and dense: a vector caches them).
+  // A string not defined yet is named "<string ID>", which stays if it never is.
   Name string_of(uint32_t id) {
     if (id == 0) return {};
     if (id < names_.size() && names_known_[id]) return names_[id];
@@ -174,8 +196,8 @@ class ConnDecoder {
     if (it != strings_.end()) {
       name = it->second;
     } else {
-      ++unknown_strings_;
-      name = strings_.emplace(id, "<string " + std::to_string(id) + ">").first->second;
+      name = stand_in_text(id);
+      stand_in_strings_.insert(id);
     }
     if (id < kDenseNames) {
       if (id >= names_.size()) {
@@ -186,6 +208,78 @@ class ConnDecoder {
       names_known_[id] = true;
     }
     return name;
+  }
+
+  // The name of `domain`; a stand-in while the domain is not defined yet.
+  Name domain_of(uint16_t domain) {
+    if (domain == 0) return {};
+    auto d = domain_names_.find(domain);
+    if (d != domain_names_.end()) return string_of(d->second);
+    std::string text = "\x01" "domain " + std::to_string(domain);
+    Name stand_in(text);
+    late_domains_.try_emplace(stand_in, domain);
+    return stand_in;
+  }
+
+  Name category_of(uint16_t domain, uint32_t category) {
+    const uint64_t key = category_key(domain, category);
+    auto c = category_names_.find(key);
+    if (c != category_names_.end()) return string_of(c->second);
+    std::string text = "\x01" "category " + std::to_string(key);
+    Name stand_in(text);
+    late_categories_.try_emplace(stand_in, key);
+    return stand_in;
+  }
+
+  // Replaces the stand-ins of definitions read after their first use: strings defined
+  // later get their text, domains and categories their name (none if never defined).
+  void resolve_late_definitions() {
+    std::unordered_map<Name, Name> final_name;
+    std::unordered_map<std::string, std::string> final_text;  // thread and device names
+    for (uint32_t id : late_strings_) {
+      std::string old_text = stand_in_text(id);
+      const std::string& text = strings_[id];
+      final_name[Name(old_text)] = Name(text);
+      final_text[old_text] = text;
+    }
+    for (const auto& [stand_in, domain] : late_domains_) {
+      auto d = domain_names_.find(domain);
+      final_name[stand_in] = d != domain_names_.end() ? string_of(d->second) : Name();
+    }
+    for (const auto& [stand_in, key] : late_categories_) {
+      auto c = category_names_.find(key);
+      final_name[stand_in] = c != category_names_.end() ? string_of(c->second) : Name();
+    }
+    for (uint32_t id : stand_in_strings_) {
+      if (late_strings_.count(id) == 0) ++unknown_strings_;
+    }
+    if (final_name.empty()) return;
+    auto fix = [&final_name](Name& n) {
+      auto it = final_name.find(n);
+      if (it != final_name.end()) n = it->second;
+    };
+    for (size_t i = first_event_; i < proc_.events_list.size(); ++i) {
+      Event& e = proc_.events_list[i];
+      fix(e.name);
+      fix(e.domain);
+      fix(e.category_name);
+    }
+    for (size_t i = first_gpu_event_; i < proc_.gpu_events.size(); ++i) {
+      GpuEvent& g = proc_.gpu_events[i];
+      if (g.kind == GpuKind::kKernel && final_name.count(g.mangled) != 0) {
+        fix(g.mangled);
+        g.name = demangle(g.mangled);
+      } else {
+        fix(g.name);
+      }
+    }
+    auto fix_text = [&final_text](std::string& t) {
+      auto it = final_text.find(t);
+      if (it != final_text.end()) t = it->second;
+    };
+    for (ThreadInfo& t : proc_.threads) fix_text(t.name);
+    for (GpuDevice& d : proc_.devices) fix_text(d.name);
+    for (std::string& n : proc_.gpu_notices) fix_text(n);
   }
 
   // The operation stack of (thread, domain); the last one is kept at hand.
@@ -214,17 +308,29 @@ class ConnDecoder {
     first_ts_ = std::min(first_ts_, ts);
   }
 
+  // A new event of thread `tid` starting at `start`, appended to the process's list.
+  Event& append_event(uint32_t tid, int64_t start) {
+    if (order_.any && order_.strictly_increasing) {
+      order_.strictly_increasing =
+          order_.last_tid != tid ? order_.last_tid < tid : order_.last_start < start;
+    }
+    order_.any = true;
+    if (tid != order_.last_tid || last_count_ == nullptr) last_count_ = &order_.per_thread[tid];
+    ++*last_count_;
+    order_.last_tid = tid;
+    order_.last_start = start;
+    Event& e = proc_.events_list.emplace_back();
+    e.tid = e.end_tid = tid;
+    e.start_ns = e.end_ns = start;
+    return e;
+  }
+
   int32_t new_event(const wire::Record& r, uint32_t tid, EventKind kind, uint64_t attr) {
     auto index = static_cast<int32_t>(proc_.events_list.size());
-    Event& e = proc_.events_list.emplace_back();
+    Event& e = append_event(tid, epoch(r.ts));
     e.name = string_of(r.name);
     e.kind = kind;
-    e.tid = e.end_tid = tid;
-    e.start_ns = e.end_ns = epoch(r.ts);
-    if (r.domain != 0) {
-      auto d = domain_names_.find(r.domain);
-      if (d != domain_names_.end()) e.domain = string_of(d->second);
-    }
+    if (r.domain != 0) e.domain = domain_of(r.domain);
     last_domain_ = r.domain;
     set_attr(e, r.domain, attr);
     return index;
@@ -233,10 +339,7 @@ class ConnDecoder {
   void set_attr(Event& e, uint16_t domain, uint64_t attr) {
     e.category = wire::attr_category(attr);
     e.payload_type = static_cast<uint8_t>(wire::attr_payload_type(attr));
-    if (e.category != 0) {
-      auto c = category_names_.find((uint64_t{domain} << 32) | e.category);
-      if (c != category_names_.end()) e.category_name = string_of(c->second);
-    }
+    if (e.category != 0) e.category_name = category_of(domain, e.category);
   }
 
   void build_events(const wire::FrameHeader& fh) {
@@ -253,6 +356,12 @@ class ConnDecoder {
           last_event = -1;
           return;
         }
+      }
+      if (r.kind == static_cast<uint8_t>(wire::Kind::kString) || r.kind == static_cast<uint8_t>(wire::Kind::kDomain) ||
+          r.kind == static_cast<uint8_t>(wire::Kind::kCategory)) {
+        define(r, extra, extra_bytes);
+        last_event = -1;
+        return;
       }
       last_event = on_record(r, fh.tid, thread, last_event);
     });
@@ -324,12 +433,10 @@ class ConnDecoder {
 
   // An API call is a closed interval on its thread: enter at ts, exit in a.
   void on_api_call(const wire::Record& r, uint32_t tid, ThreadState& thread) {
-    Event& e = proc_.events_list.emplace_back();
+    Event& e = append_event(tid, epoch(r.ts));
     e.name = string_of(r.name);
     e.kind = static_cast<wire::Kind>(r.kind) == wire::Kind::kCudaRuntime ? EventKind::kCudaRuntime
                                                                           : EventKind::kCudaDriver;
-    e.tid = e.end_tid = tid;
-    e.start_ns = epoch(r.ts);
     e.end_ns = std::max(e.start_ns, epoch(r.a));
     e.cbid = r.domain;
     e.correlation = r.b;
@@ -370,7 +477,7 @@ class ConnDecoder {
         thread.dropped = std::max(thread.dropped, r.a);
         break;
       default:
-        break;  // kPad, definitions (first pass), kinds newer than this reader
+        break;  // kPad, kinds newer than this reader
     }
   }
 
@@ -448,6 +555,8 @@ class ConnDecoder {
   const ConnInput& conn_;
   ZSTD_DCtx* dctx_;
   Process& proc_;
+  AppendOrder& order_;
+  uint64_t* last_count_ = nullptr;  // order_.per_thread[order_.last_tid]
   ProgressMeter* meter_;
   GpuDecoder gpu_;
   std::vector<uint8_t> body_;
@@ -457,7 +566,13 @@ class ConnDecoder {
   std::unordered_map<uint32_t, std::string> strings_;
   std::vector<Name> names_;        // string_of()'s cache, by id
   std::vector<bool> names_known_;
-  uint64_t event_records_ = 0;  // first pass: records that open an event
+  std::unordered_set<uint32_t> stand_in_strings_;  // ids named "<string ID>" when used
+  std::unordered_set<uint32_t> late_strings_;      // … and defined afterwards
+  std::unordered_map<Name, uint16_t> late_domains_;    // stand-in -> domain id
+  std::unordered_map<Name, uint64_t> late_categories_; // stand-in -> category_key()
+  size_t first_event_ = 0;      // this image's events start here in proc_.events_list
+  size_t first_gpu_event_ = 0;
+  bool may_hold_ops_ = false;
   std::vector<int32_t>* last_stack_ = nullptr;
   uint64_t last_stack_key_ = 0;
   std::unordered_map<uint16_t, uint32_t> domain_names_;
@@ -469,7 +584,6 @@ class ConnDecoder {
   uint16_t last_domain_ = 0;
   int64_t first_ts_ = std::numeric_limits<int64_t>::max();
   int64_t last_ts_ = std::numeric_limits<int64_t>::min();
-  bool second_pass_ = false;
   uint64_t bad_frames_ = 0;
   uint64_t cut_records_ = 0;
   uint64_t lost_frames_ = 0;
@@ -478,41 +592,31 @@ class ConnDecoder {
   uint64_t unknown_strings_ = 0;
 };
 
-void decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx,
-                       Process& proc, ProgressMeter* meter) {
-  ConnDecoder(reader, conn, dctx, proc, meter).run();
+// Returns whether the image's strings could make an event a PyTorch operator.
+bool decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx,
+                       Process& proc, AppendOrder& order, ProgressMeter* meter) {
+  ConnDecoder decoder(reader, conn, dctx, proc, order, meter);
+  decoder.run();
+  return decoder.may_hold_ops();
 }
 
-// Events in (tid, start, longer first) order and per-thread event counts. The counts
-// and the check that the list is already in order (the usual case) share one pass.
-void sort_process_events(Process& proc) {
+// Events in (tid, start, longer first) order and per-thread event counts, from what
+// decoding saw while appending: a list appended in strictly increasing (tid, start)
+// order (one thread's events, the usual case) needs neither a sort nor a check.
+void sort_process_events(Process& proc, const AppendOrder& order) {
   for (ThreadInfo& t : proc.threads) t.events = 0;
-  uint32_t current = 0;
-  ThreadInfo* info = nullptr;
-  bool in_order = true;
-  const Event* previous = nullptr;
-  for (const Event& e : proc.events_list) {
-    if (previous != nullptr && in_order) {
-      const Event& p = *previous;
-      in_order = p.tid != e.tid ? p.tid < e.tid
-                 : p.start_ns != e.start_ns ? p.start_ns < e.start_ns
-                                            : p.end_ns >= e.end_ns;
+  for (const auto& [tid, count] : order.per_thread) {
+    ThreadInfo* info = nullptr;
+    for (ThreadInfo& t : proc.threads) {
+      if (t.tid == tid) info = &t;
     }
-    previous = &e;
-    if (info == nullptr || e.tid != current) {
-      current = e.tid;
-      info = nullptr;
-      for (ThreadInfo& t : proc.threads) {
-        if (t.tid == current) info = &t;
-      }
-      if (info == nullptr) {
-        info = &proc.threads.emplace_back();
-        info->tid = current;
-      }
+    if (info == nullptr) {
+      info = &proc.threads.emplace_back();
+      info->tid = tid;
     }
-    ++info->events;
+    info->events += count;
   }
-  if (!in_order) sort_events(proc.events_list);
+  if (!order.strictly_increasing) sort_events(proc.events_list);
   std::stable_sort(proc.threads.begin(), proc.threads.end(),
                    [](const ThreadInfo& x, const ThreadInfo& y) {
                      if (x.is_main != y.is_main) return x.is_main;
@@ -697,7 +801,13 @@ ScanResult scan(CaptureReader& reader, Run& run) {
     }
     ConnInput& conn = *it->second;
     if (type == ChunkType::kFrame) {
-      conn.frames.push_back({chunk.body_offset, chunk.header.size});
+      FrameRef ref{chunk.body_offset, chunk.header.size, 0};
+      if (chunk.body.size() >= sizeof(wire::FrameHeader)) {
+        wire::FrameHeader fh;
+        std::memcpy(&fh, chunk.body.data(), sizeof fh);
+        if (fh.raw_size <= capture::kMaxChunkBody) ref.slots = fh.raw_size / wire::kSlotSize;
+      }
+      conn.frames.push_back(ref);
     } else if (type == ChunkType::kBye && chunk.body.size() >= sizeof(wire::Bye)) {
       wire::Bye bye;
       std::memcpy(&bye, chunk.body.data(), sizeof bye);
@@ -768,25 +878,33 @@ Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
   ProgressMeter meter(progress);
   uint64_t frame_bytes = 0;
   for (const auto& conn : scanned.conns) {
-    for (const FrameRef& ref : conn->frames) frame_bytes += 2 * uint64_t{ref.size};
+    for (const FrameRef& ref : conn->frames) frame_bytes += ref.size;
   }
   meter.set_total(frame_bytes);
   run.truncated = reader.truncated();
   run.truncated_at = reader.truncated_at();
 
   std::unordered_map<int, size_t> by_pid;
+  std::vector<bool> may_hold_ops;
+  std::vector<AppendOrder> orders;
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   for (const auto& conn : scanned.conns) {
     auto [it, fresh] = by_pid.try_emplace(conn->hello.pid, run.processes.size());
-    if (fresh) run.processes.emplace_back();
+    if (fresh) {
+      run.processes.emplace_back();
+      may_hold_ops.push_back(false);
+      orders.emplace_back();
+    }
     Process& proc = run.processes[it->second];
     apply_identity(*conn, proc);
-    decode_connection(reader, *conn, dctx.get(), proc, &meter);
+    if (decode_connection(reader, *conn, dctx.get(), proc, orders[it->second], &meter)) {
+      may_hold_ops[it->second] = true;
+    }
     if (conn->bye) apply_bye(*conn->bye, proc);
   }
-  for (Process& proc : run.processes) {
-    sort_process_events(proc);
-    classify_pytorch_ops(proc);
+  for (size_t i = 0; i < run.processes.size(); ++i) {
+    sort_process_events(run.processes[i], orders[i]);
+    if (may_hold_ops[i]) classify_pytorch_ops(run.processes[i]);
   }
   apply_launcher_view(run, scanned);
   finish_run(run, scanned);

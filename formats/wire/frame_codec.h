@@ -94,6 +94,26 @@ inline const uint8_t* get_varint(const uint8_t* p, const uint8_t* end, uint64_t&
   return nullptr;
 }
 
+// get_varint() for a p with at least kMaxVarint readable bytes after it.
+inline const uint8_t* get_varint_unbounded(const uint8_t* p, uint64_t& v) {
+  uint64_t byte = p[0];
+  if (byte < 0x80) {
+    v = byte;
+    return p + 1;
+  }
+  uint64_t x = byte & 0x7f;
+  for (unsigned i = 1; i < kMaxVarint; ++i) {
+    byte = p[i];
+    if (i == kMaxVarint - 1 && byte > 1) return nullptr;
+    x |= (byte & 0x7f) << (7 * i);
+    if (byte < 0x80) {
+      v = x;
+      return p + i + 1;
+    }
+  }
+  return nullptr;
+}
+
 // Encodes `n` slots into `out` (at least encode_buffer_size(n) bytes); returns the
 // encoded length, at most max_encoded_size(n).
 inline size_t delta_encode(const Record* in, uint32_t n, uint8_t* out) {
@@ -226,11 +246,24 @@ inline DecodeStatus delta_decode(const uint8_t* in, size_t size, uint8_t* out, u
   for (uint64_t h = 0; h < heads; ++h) {
     if (slot >= n) return DecodeStatus::kBadLayout;
     uint64_t domain, name, dts, da, db;
-    if ((col[0] = get_varint(col[0], col_end[0], domain)) == nullptr ||
-        (col[1] = get_varint(col[1], col_end[1], name)) == nullptr ||
-        (col[2] = get_varint(col[2], col_end[2], dts)) == nullptr ||
-        (col[3] = get_varint(col[3], col_end[3], da)) == nullptr ||
-        (col[4] = get_varint(col[4], col_end[4], db)) == nullptr || domain > 0xffff || name > 0xffffffffu) {
+    // Away from a column's end every varint is whole (at most kMaxVarint bytes), so
+    // most heads read without bounds checks.
+    if (col[0] + kMaxVarint <= col_end[0] && col[1] + kMaxVarint <= col_end[1] &&
+        col[2] + kMaxVarint <= col_end[2] && col[3] + kMaxVarint <= col_end[3] &&
+        col[4] + kMaxVarint <= col_end[4]) {
+      if ((col[0] = get_varint_unbounded(col[0], domain)) == nullptr ||
+          (col[1] = get_varint_unbounded(col[1], name)) == nullptr ||
+          (col[2] = get_varint_unbounded(col[2], dts)) == nullptr ||
+          (col[3] = get_varint_unbounded(col[3], da)) == nullptr ||
+          (col[4] = get_varint_unbounded(col[4], db)) == nullptr || domain > 0xffff || name > 0xffffffffu) {
+        return DecodeStatus::kBadColumn;
+      }
+    } else if ((col[0] = get_varint(col[0], col_end[0], domain)) == nullptr ||
+               (col[1] = get_varint(col[1], col_end[1], name)) == nullptr ||
+               (col[2] = get_varint(col[2], col_end[2], dts)) == nullptr ||
+               (col[3] = get_varint(col[3], col_end[3], da)) == nullptr ||
+               (col[4] = get_varint(col[4], col_end[4], db)) == nullptr || domain > 0xffff ||
+               name > 0xffffffffu) {
       return DecodeStatus::kBadColumn;
     }
     Record r;
