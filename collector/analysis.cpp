@@ -38,14 +38,23 @@ bool in_order(const Event& x, const Event& y) {
   return x.end_ns >= y.end_ns;
 }
 
-void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& span) {
+// Returns the end of the thread's events; when an event is out of order (or of
+// another thread) before that, stops there and returns its index with `sorted` false.
+size_t nest_thread(std::vector<Event>& events, size_t begin, Span& span, bool& sorted) {
   std::vector<int32_t> stack;
   auto close = [&](int32_t i) {
     Event& e = events[i];
     e.self_ns = std::max<int64_t>(0, e.dur_ns() - e.self_ns);
   };
-  for (size_t i = begin; i < end; ++i) {
+  const uint32_t tid = events[begin].tid;
+  size_t i = begin;
+  for (; i < events.size(); ++i) {
     Event& e = events[i];
+    if (i > begin && !in_order(events[i - 1], e)) {
+      sorted = false;
+      return i;
+    }
+    if (e.tid != tid) break;
     span.first = std::min(span.first, e.start_ns);
     span.last = std::max(span.last, e.end_ns);
     while (!stack.empty() && events[stack.back()].end_ns <= e.start_ns &&
@@ -75,7 +84,8 @@ void nest_thread(std::vector<Event>& events, size_t begin, size_t end, Span& spa
     if (e.parent >= 0) events[e.parent].self_ns += e.dur_ns();
     stack.push_back(static_cast<int32_t>(i));
   }
-  for (int32_t i : stack) close(i);
+  for (int32_t open : stack) close(open);
+  return i;
 }
 
 // Step markers of a process in order of appearance (start time, then position).
@@ -248,25 +258,15 @@ void sort_events(std::vector<Event>& events) {
 
 void compute_nesting(Process& proc) {
   auto& ev = proc.events_list;
-  // Decode leaves the list sorted: check the order thread by thread while nesting,
-  // and sort (then nest again) only when a thread's events turn out of order.
+  // Decode leaves the list sorted: check the order while nesting (one pass over the
+  // events), and sort (then nest again) only when a thread's events turn out of order.
   Span span;
   bool sorted = false;
   for (int attempt = 0; attempt < 2 && !sorted; ++attempt) {
     if (attempt == 1) sort_events(ev);
     span = Span{};
     sorted = true;
-    size_t begin = 0;
-    for (size_t i = 1; i <= ev.size(); ++i) {
-      if (i < ev.size() && !in_order(ev[i - 1], ev[i])) {
-        sorted = false;
-        break;
-      }
-      if (i == ev.size() || ev[i].tid != ev[begin].tid) {
-        nest_thread(ev, begin, i, span);
-        begin = i;
-      }
-    }
+    for (size_t begin = 0; begin < ev.size() && sorted;) begin = nest_thread(ev, begin, span, sorted);
   }
   if (ev.empty()) return;
   proc.end_ns = std::max(proc.end_ns, span.last);
@@ -313,12 +313,16 @@ class OpTable {
  public:
   explicit OpTable(std::vector<OpStats>& ops) : ops_(ops) {}
   OpStats& row(Name name, const char* kind) {
+    // A small direct-mapped table in front of the map answers most events without hashing.
+    Cached& c = cache_[((reinterpret_cast<uintptr_t>(name.id()) >> 4) ^ reinterpret_cast<uintptr_t>(kind)) & 255];
+    if (c.key.name == name && c.key.kind == kind) return ops_[c.index];
     auto [it, fresh] = rows_.try_emplace(Key{name, kind}, ops_.size());
     if (fresh) {
       OpStats& op = ops_.emplace_back();
       op.name = name;
       op.kind = kind;
     }
+    c = {Key{name, kind}, it->second};
     return ops_[it->second];
   }
   // `key` holds the row's kind and, for cpu_op rows, its shapes and stack.
@@ -342,7 +346,12 @@ class OpTable {
       return std::hash<Name>()(k.name) * 31 + std::hash<const void*>()(k.kind);
     }
   };
+  struct Cached {
+    Key key{Name(), nullptr};  // kind nullptr: empty
+    size_t index = 0;
+  };
   std::vector<OpStats>& ops_;
+  std::array<Cached, 256> cache_{};
   std::unordered_map<Key, size_t, KeyHash> rows_;
   std::unordered_map<std::string, size_t> op_rows_;
 };

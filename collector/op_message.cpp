@@ -162,12 +162,28 @@ void classify_pytorch_ops(Process& proc) {
   // Messages repeat (the bootstrap's always, emit_nvtx's without seq and op_id):
   // one parse and one OpInfo per distinct message (an interned name) and domain.
   std::unordered_map<Name, const OpInfo*> parsed[2];
+  // A small direct-mapped table in front of the maps answers most events without hashing.
+  struct Cached {
+    const void* id = nullptr;
+    const OpInfo* op = nullptr;
+    Name op_name;  // op->name, interned once
+  };
+  std::array<std::array<Cached, 256>, 2> cache{};
   const Name ops_domain_name(kPytorchOpsDomain);
   for (Event& e : proc.events_list) {
     if (e.kind != EventKind::kRange || e.op != nullptr) continue;
     const bool ops_domain = e.domain == ops_domain_name;
     if (!ops_domain && !e.domain.empty()) continue;  // emit_nvtx uses the default domain
+    Cached& c = cache[ops_domain][(reinterpret_cast<uintptr_t>(e.name.id()) >> 4) & 255];
+    if (c.id == e.name.id() && c.id != nullptr) {
+      if (c.op != nullptr) {
+        e.op = c.op;
+        e.name = c.op_name;
+      }
+      continue;
+    }
     auto [it, fresh] = parsed[ops_domain].try_emplace(e.name, nullptr);
+    c.id = e.name.id();
     if (fresh) {
       std::optional<OpInfo> op = parse_op_message(e.name, /*require_fields=*/!ops_domain);
       if (!op && ops_domain) {
@@ -180,9 +196,11 @@ void classify_pytorch_ops(Process& proc) {
         it->second = proc.op_infos.back().get();
       }
     }
+    c.op = it->second;
+    if (c.op != nullptr) c.op_name = c.op->name;
     if (it->second == nullptr) continue;
-    e.op = it->second;
-    e.name = e.op->name;
+    e.op = c.op;
+    e.name = c.op_name;
   }
 }
 
