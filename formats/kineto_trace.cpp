@@ -84,21 +84,60 @@ struct CycleSpan {
   int64_t end = std::numeric_limits<int64_t>::min();
 };
 
-CycleSpan cycle_span(const Process& proc, int cycle) {
-  CycleSpan span;
-  for (const Step& s : proc.steps) {
-    if (s.cycle != cycle) continue;
-    span.start = std::min(span.start, s.start_ns);
-    span.end = std::max(span.end, s.start_ns + s.dur_ns);
-  }
-  return span;
-}
-
 // Writes one trace; the buffer goes to the sink whenever it grows past kFlushBytes.
+// What each cycle of a process holds (its events, GPU records and memory events, in
+// list order), found in one pass, so that writing a cycle visits only its own; and the
+// per-event scratch the cycles' writers share (left all zero after each cycle).
+class CycleIndex {
+ public:
+  explicit CycleIndex(const Process& proc) : external_ids(proc.events_list.size(), 0),
+                                             launches(proc.events_list.size(), false) {
+    auto cycle_of = [&proc](int32_t step) { return step >= 0 ? proc.steps[step].cycle : -1; };
+    for (size_t i = 0; i < proc.events_list.size(); ++i) add(events_, cycle_of(proc.events_list[i].step), i);
+    for (size_t i = 0; i < proc.gpu_events.size(); ++i) add(gpu_, cycle_of(proc.gpu_events[i].step), i);
+    for (size_t i = 0; i < proc.memory_events.size(); ++i) add(memory_, cycle_of(proc.memory_events[i].step), i);
+    for (const Step& s : proc.steps) {
+      if (s.cycle < 0) continue;
+      if (static_cast<size_t>(s.cycle) >= spans_.size()) spans_.resize(static_cast<size_t>(s.cycle) + 1);
+      CycleSpan& span = spans_[static_cast<size_t>(s.cycle)];
+      span.start = std::min(span.start, s.start_ns);
+      span.end = std::max(span.end, s.start_ns + s.dur_ns);
+    }
+  }
+
+  // The steps of `cycle` from the first one's start to the last one's end.
+  CycleSpan span(int cycle) const {
+    return cycle >= 0 && static_cast<size_t>(cycle) < spans_.size() ? spans_[static_cast<size_t>(cycle)] : CycleSpan{};
+  }
+
+  const std::vector<uint32_t>& events(int cycle) const { return of(events_, cycle); }
+  const std::vector<uint32_t>& gpu(int cycle) const { return of(gpu_, cycle); }
+  const std::vector<uint32_t>& memory(int cycle) const { return of(memory_, cycle); }
+
+  std::vector<uint64_t> external_ids;  // per event index: the External id written for it
+  std::vector<bool> launches;          // per event index: an API call with GPU work in the cycle
+  std::unordered_map<uint64_t, uint32_t> api_tids;  // correlation id → calling thread
+  bool api_tids_built = false;
+
+ private:
+  using Lists = std::vector<std::vector<uint32_t>>;
+  static void add(Lists& lists, int cycle, size_t i) {
+    if (cycle < 0) return;
+    if (static_cast<size_t>(cycle) >= lists.size()) lists.resize(static_cast<size_t>(cycle) + 1);
+    lists[static_cast<size_t>(cycle)].push_back(static_cast<uint32_t>(i));
+  }
+  const std::vector<uint32_t>& of(const Lists& lists, int cycle) const {
+    return cycle >= 0 && static_cast<size_t>(cycle) < lists.size() ? lists[static_cast<size_t>(cycle)] : none_;
+  }
+  Lists events_, gpu_, memory_;
+  std::vector<CycleSpan> spans_;
+  std::vector<uint32_t> none_;
+};
+
 class TraceWriter {
  public:
-  TraceWriter(const Run& run, const Process& proc, int cycle, TraceSink& sink)
-      : run_(run), proc_(proc), cycle_(cycle), sink_(sink), span_(cycle_span(proc, cycle)) {
+  TraceWriter(const Run& run, const Process& proc, int cycle, CycleIndex& index, TraceSink& sink)
+      : run_(run), proc_(proc), cycle_(cycle), index_(index), sink_(sink), span_(index.span(cycle)) {
     base_ = span_.start == std::numeric_limits<int64_t>::max() ? proc.start_ns : span_.start;
     process_name_ = proc.exe.empty() ? proc.worker : basename_of(proc.exe);
   }
@@ -106,11 +145,9 @@ class TraceWriter {
   void write(const std::string& trace_name) {
     header();
     bool first = true;
-    external_ids_.assign(proc_.events_list.size(), 0);
-    mark_launchers();
-    for (size_t i = 0; i < proc_.events_list.size(); ++i) {
+    mark_launchers(true);
+    for (uint32_t i : index_.events(cycle_)) {
       const Event& e = proc_.events_list[i];
-      if (!in_cycle(e.step)) continue;
       begin_event(first);
       if (e.kind == EventKind::kMark) {
         mark(e);
@@ -118,10 +155,12 @@ class TraceWriter {
         api_call(first, i);
       } else {
         range(e);
-        external_ids_[i] = external_id_;
+        index_.external_ids[i] = external_id_;
       }
     }
     gpu_events(first);
+    mark_launchers(false);
+    for (uint32_t i : index_.events(cycle_)) index_.external_ids[i] = 0;
     for (const Step& s : proc_.steps) {
       if (s.cycle == cycle_ && needs_synthetic_step(s)) {
         begin_event(first);
@@ -157,20 +196,19 @@ class TraceWriter {
 
   void ts(int64_t ns) { json::append_us(out_, ns - base_); }
 
-  bool in_cycle(int32_t step) const { return step >= 0 && proc_.steps[step].cycle == cycle_; }
-
-  // API calls that launched GPU work in this cycle get the flow start.
-  void mark_launchers() {
-    launches_.assign(proc_.events_list.size(), false);
-    for (const GpuEvent& g : proc_.gpu_events) {
-      if (g.api >= 0 && g.kind != GpuKind::kSync && in_cycle(g.step)) launches_[g.api] = true;
+  // API calls that launched GPU work in this cycle get the flow start (`on`); false
+  // clears the marks again for the next cycle.
+  void mark_launchers(bool on) {
+    for (uint32_t i : index_.gpu(cycle_)) {
+      const GpuEvent& g = proc_.gpu_events[i];
+      if (g.api >= 0 && g.kind != GpuKind::kSync) index_.launches[g.api] = on;
     }
   }
 
   // External id of the range around event i (Kineto links kernels to ops this way), 0 = none.
   uint64_t enclosing_external_id(int32_t i) const {
     for (int32_t p = proc_.events_list[i].parent; p >= 0; p = proc_.events_list[p].parent) {
-      if (proc_.events_list[p].kind == EventKind::kRange) return external_ids_[p];
+      if (proc_.events_list[p].kind == EventKind::kRange) return index_.external_ids[p];
     }
     return 0;
   }
@@ -191,7 +229,7 @@ class TraceWriter {
     out_ += ", \"correlation\": ";
     json::append_uint(out_, e.correlation);
     out_ += "}}";
-    if (launches_[i]) {
+    if (index_.launches[i]) {
       begin_value(first);
       kineto::append_flow(out_, /*start=*/true, e.correlation, proc_.pid, e.tid, e.start_ns, base_);
     }
@@ -205,8 +243,8 @@ class TraceWriter {
   }
 
   void gpu_events(bool& first) {
-    for (const GpuEvent& g : proc_.gpu_events) {
-      if (!in_cycle(g.step)) continue;
+    for (uint32_t i : index_.gpu(cycle_)) {
+      const GpuEvent& g = proc_.gpu_events[i];
       begin_value(first);
       uint64_t ext = g.api >= 0 ? enclosing_external_id(g.api) : 0;
       kineto::append_gpu_event(out_, g, base_, ext, device(g.device));
@@ -216,8 +254,8 @@ class TraceWriter {
         kineto::append_flow(out_, /*start=*/false, g.correlation, g.device, kineto::gpu_tid(g), g.start_ns, base_);
       }
     }
-    for (const MemoryEvent& m : proc_.memory_events) {
-      if (!in_cycle(m.step)) continue;
+    for (uint32_t i : index_.memory(cycle_)) {
+      const MemoryEvent& m = proc_.memory_events[i];
       begin_value(first);
       kineto::append_memory_event(out_, m, proc_.pid, memory_tid(m), base_);
     }
@@ -226,15 +264,15 @@ class TraceWriter {
   // The thread that called the allocator, else the main thread.
   uint32_t memory_tid(const MemoryEvent& m) {
     if (m.correlation != 0) {
-      if (!api_tids_built_) {
+      if (!index_.api_tids_built) {
         // The first API call of each correlation id, as a scan of the list finds it.
         for (const Event& e : proc_.events_list) {
-          if (is_cuda_api(e.kind)) api_tids_.emplace(e.correlation, e.tid);
+          if (is_cuda_api(e.kind)) index_.api_tids.emplace(e.correlation, e.tid);
         }
-        api_tids_built_ = true;
+        index_.api_tids_built = true;
       }
-      auto it = api_tids_.find(m.correlation);
-      if (it != api_tids_.end()) return it->second;
+      auto it = index_.api_tids.find(m.correlation);
+      if (it != index_.api_tids.end()) return it->second;
     }
     return proc_.threads.empty() ? static_cast<uint32_t>(proc_.pid) : proc_.threads.front().tid;
   }
@@ -498,17 +536,14 @@ class TraceWriter {
   const Run& run_;
   const Process& proc_;
   int cycle_;
+  CycleIndex& index_;
   TraceSink& sink_;
   CycleSpan span_;
   int64_t base_ = 0;
   std::string process_name_;
   json::Buffer out_{kFlushBytes + (64 << 10)};  // filled to kFlushBytes, then handed on
   uint64_t external_id_ = 0;
-  std::vector<uint64_t> external_ids_;  // per event index: the External id written for it
-  std::vector<bool> launches_;          // per event index: an API call with GPU work in the cycle
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
-  std::unordered_map<uint64_t, uint32_t> api_tids_;     // correlation id → calling thread
-  bool api_tids_built_ = false;
 };
 
 // A worker name becomes a file name inside traces/: no directory separators, and no
@@ -533,7 +568,8 @@ std::string trace_worker_name(const Run& run, const Process& proc, const std::st
 
 void render_kineto_trace(const Run& run, const Process& proc, int cycle,
                          const std::string& trace_name, TraceSink& sink) {
-  TraceWriter(run, proc, cycle, sink).write(trace_name);
+  CycleIndex index(proc);
+  TraceWriter(run, proc, cycle, index, sink).write(trace_name);
 }
 
 std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& options) {
@@ -546,8 +582,9 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
     int cycles = 0;
     for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
     const std::string worker = trace_worker_name(run, proc, options.worker_name);
+    CycleIndex index(proc);
     for (int cycle = 0; cycle < cycles; ++cycle) {
-      int64_t unix_ns = cycle_span(proc, cycle).end;
+      int64_t unix_ns = index.span(cycle).end;
       std::string path;
       // Never overwrite: bump the time stamp until the name is free.
       do {
@@ -556,11 +593,11 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
       used.insert(path);
       if (options.gzip) {
         GzipSink sink(path);
-        render_kineto_trace(run, proc, cycle, path, sink);
+        TraceWriter(run, proc, cycle, index, sink).write(path);
         sink.close();
       } else {
         FileSink sink(path);
-        render_kineto_trace(run, proc, cycle, path, sink);
+        TraceWriter(run, proc, cycle, index, sink).write(path);
         sink.close();
       }
       files.push_back({proc.pid, cycle, path});
