@@ -143,19 +143,33 @@ void add_record(DeviceUsage& u, const GpuEvent& g) {
 
 }  // namespace
 
-std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep) {
-  int64_t steps_start = std::numeric_limits<int64_t>::max();
-  int64_t steps_end = std::numeric_limits<int64_t>::min();
+namespace {
+
+struct StepsWindow {
+  int64_t start = std::numeric_limits<int64_t>::max();
+  int64_t end = std::numeric_limits<int64_t>::min();
+};
+
+// From the first recorded step's start to the last one's end.
+StepsWindow recorded_steps_window(const Process& proc) {
+  StepsWindow w;
   for (const Step& s : proc.steps) {
     if (s.cycle < 0) continue;
-    steps_start = std::min(steps_start, s.start_ns);
-    steps_end = std::max(steps_end, s.start_ns + s.dur_ns);
+    w.start = std::min(w.start, s.start_ns);
+    w.end = std::max(w.end, s.start_ns + s.dur_ns);
   }
+  return w;
+}
+
+// device_usage() over the records `records` (in the process's order).
+std::vector<DeviceUsage> usage_of(const std::vector<const GpuEvent*>& records, const StepsWindow& window) {
+  const int64_t steps_start = window.start;
+  const int64_t steps_end = window.end;
   std::map<uint32_t, DeviceUsage> usage;
   std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels, all;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<int64_t, int64_t>>> streams;
-  for (const GpuEvent& g : proc.gpu_events) {
-    if (!keep(g)) continue;
+  for (const GpuEvent* record : records) {
+    const GpuEvent& g = *record;
     DeviceUsage& u = usage[g.device];
     if (u.kernels + u.memcpys + u.memsets + u.syncs == 0) {
       u.device = g.device;
@@ -181,6 +195,28 @@ std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep
   return out;
 }
 
+}  // namespace
+
+std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep) {
+  std::vector<const GpuEvent*> records;
+  for (const GpuEvent& g : proc.gpu_events) {
+    if (keep(g)) records.push_back(&g);
+  }
+  return usage_of(records, recorded_steps_window(proc));
+}
+
+std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc) {
+  std::vector<std::vector<const GpuEvent*>> by_step(proc.steps.size());
+  for (const GpuEvent& g : proc.gpu_events) {
+    if (g.step >= 0 && static_cast<size_t>(g.step) < by_step.size()) by_step[g.step].push_back(&g);
+  }
+  const StepsWindow window = recorded_steps_window(proc);
+  std::vector<std::vector<DeviceUsage>> out;
+  out.reserve(by_step.size());
+  for (const auto& records : by_step) out.push_back(usage_of(records, window));
+  return out;
+}
+
 MemoryUsage memory_usage(const Process& proc) {
   MemoryUsage m;
   for (const MemoryEvent& e : proc.memory_events) {
@@ -198,21 +234,55 @@ MemoryUsage memory_usage(const Process& proc) {
   return m;
 }
 
-std::map<uint32_t, int64_t> step_peak_bytes(const Process& proc, int step) {
+namespace {
+
+// Step `s`'s peaks, given the running totals before its start (`live`) and the first
+// memory event at or after its start.
+std::map<uint32_t, int64_t> peak_from(const Process& proc, const Step& s, std::map<uint32_t, int64_t> live,
+                                      size_t first) {
   std::map<uint32_t, int64_t> peak;
-  if (step < 0 || static_cast<size_t>(step) >= proc.steps.size()) return peak;
-  const Step& s = proc.steps[step];
-  std::map<uint32_t, int64_t> live;
-  for (const MemoryEvent& e : proc.memory_events) {
+  for (size_t i = first; i < proc.memory_events.size(); ++i) {
+    const MemoryEvent& e = proc.memory_events[i];
     if (e.ts_ns > s.start_ns + s.dur_ns) break;
-    if (e.ts_ns < s.start_ns) {
-      live[e.device] = e.live_bytes;  // what the step starts with
-      continue;
-    }
     peak[e.device] = std::max({peak[e.device], live[e.device], e.live_bytes});
   }
   for (const auto& [device, bytes] : live) peak[device] = std::max(peak[device], bytes);
   return peak;
+}
+
+}  // namespace
+
+std::map<uint32_t, int64_t> step_peak_bytes(const Process& proc, int step) {
+  if (step < 0 || static_cast<size_t>(step) >= proc.steps.size()) return {};
+  const Step& s = proc.steps[step];
+  std::map<uint32_t, int64_t> live;  // what the step starts with
+  size_t first = 0;
+  for (; first < proc.memory_events.size() && proc.memory_events[first].ts_ns < s.start_ns; ++first) {
+    live[proc.memory_events[first].device] = proc.memory_events[first].live_bytes;
+  }
+  return peak_from(proc, s, std::move(live), first);
+}
+
+std::vector<std::map<uint32_t, int64_t>> peak_bytes_per_step(const Process& proc) {
+  std::vector<std::map<uint32_t, int64_t>> out;
+  out.reserve(proc.steps.size());
+  // Steps come in start order, so the events before each start only grow: one sweep.
+  std::map<uint32_t, int64_t> live;
+  size_t first = 0;
+  int64_t last_start = std::numeric_limits<int64_t>::min();
+  for (size_t k = 0; k < proc.steps.size(); ++k) {
+    const Step& s = proc.steps[k];
+    if (s.start_ns < last_start) {  // not in start order: each step on its own
+      out.push_back(step_peak_bytes(proc, static_cast<int>(k)));
+      continue;
+    }
+    last_start = s.start_ns;
+    for (; first < proc.memory_events.size() && proc.memory_events[first].ts_ns < s.start_ns; ++first) {
+      live[proc.memory_events[first].device] = proc.memory_events[first].live_bytes;
+    }
+    out.push_back(peak_from(proc, s, live, first));
+  }
+  return out;
 }
 
 }  // namespace torchprof

@@ -52,6 +52,8 @@ using GpuFilter = std::function<bool(const GpuEvent&)>;
 // Per device, records accepted by `keep`; the window spans the recorded steps
 // (Step::cycle >= 0) and the accepted records.
 std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep);
+// device_usage() of each step's own records (GpuEvent::step == k), for all steps in one pass.
+std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc);
 
 // GPU records that belong to a recorded step (the set ops and traces report).
 bool in_recorded_step(const Process& proc, const GpuEvent& g);
@@ -69,5 +71,7 @@ MemoryUsage memory_usage(const Process& proc);
 
 // Highest running total per device while step `step` ran (its start included).
 std::map<uint32_t, int64_t> step_peak_bytes(const Process& proc, int step);
+// step_peak_bytes() of every step, in one sweep over the memory events.
+std::vector<std::map<uint32_t, int64_t>> peak_bytes_per_step(const Process& proc);
 
 }  // namespace torchprof

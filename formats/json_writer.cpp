@@ -84,7 +84,7 @@ void append_string(std::string& out, std::string_view s) {
 void Buffer::grow_to(size_t wanted) {
   size_t capacity = capacity_ == 0 ? 4096 : capacity_;
   while (capacity < wanted) capacity *= 2;
-  auto data = std::make_unique<char[]>(capacity);
+  auto data = std::make_unique_for_overwrite<char[]>(capacity);  // no zeroing: bytes are written before read
   if (size_ > 0) std::memcpy(data.get(), data_.get(), size_);
   data_ = std::move(data);
   capacity_ = capacity;

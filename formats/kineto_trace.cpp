@@ -96,7 +96,9 @@ class CycleIndex {
     for (size_t i = 0; i < proc.events_list.size(); ++i) add(events_, cycle_of(proc.events_list[i].step), i);
     for (size_t i = 0; i < proc.gpu_events.size(); ++i) add(gpu_, cycle_of(proc.gpu_events[i].step), i);
     for (size_t i = 0; i < proc.memory_events.size(); ++i) add(memory_, cycle_of(proc.memory_events[i].step), i);
-    for (const Step& s : proc.steps) {
+    for (size_t k = 0; k < proc.steps.size(); ++k) {
+      const Step& s = proc.steps[k];
+      add(steps_, s.cycle, k);
       if (s.cycle < 0) continue;
       if (static_cast<size_t>(s.cycle) >= spans_.size()) spans_.resize(static_cast<size_t>(s.cycle) + 1);
       CycleSpan& span = spans_[static_cast<size_t>(s.cycle)];
@@ -113,6 +115,7 @@ class CycleIndex {
   const std::vector<uint32_t>& events(int cycle) const { return of(events_, cycle); }
   const std::vector<uint32_t>& gpu(int cycle) const { return of(gpu_, cycle); }
   const std::vector<uint32_t>& memory(int cycle) const { return of(memory_, cycle); }
+  const std::vector<uint32_t>& steps(int cycle) const { return of(steps_, cycle); }
 
   std::vector<uint64_t> external_ids;  // per event index: the External id written for it
   std::vector<bool> launches;          // per event index: an API call with GPU work in the cycle
@@ -129,7 +132,7 @@ class CycleIndex {
   const std::vector<uint32_t>& of(const Lists& lists, int cycle) const {
     return cycle >= 0 && static_cast<size_t>(cycle) < lists.size() ? lists[static_cast<size_t>(cycle)] : none_;
   }
-  Lists events_, gpu_, memory_;
+  Lists events_, gpu_, memory_, steps_;
   std::vector<CycleSpan> spans_;
   std::vector<uint32_t> none_;
 };
@@ -161,8 +164,9 @@ class TraceWriter {
     gpu_events(first);
     mark_launchers(false);
     for (uint32_t i : index_.events(cycle_)) index_.external_ids[i] = 0;
-    for (const Step& s : proc_.steps) {
-      if (s.cycle == cycle_ && needs_synthetic_step(s)) {
+    for (uint32_t k : index_.steps(cycle_)) {
+      const Step& s = proc_.steps[k];
+      if (needs_synthetic_step(s)) {
         begin_event(first);
         synthetic_step(s);
       }

@@ -54,13 +54,13 @@ Json process_json(const Process& p) {
 Json steps_json(const Run& run) {
   Json steps = Json::array();
   for (const Process& p : run.processes) {
+    // GPU work of a step is what its API calls launched, even when it ran after the step's CPU end.
+    const std::vector<std::vector<DeviceUsage>> per_step = device_usage_per_step(p);
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
-      // GPU work of a step is what its API calls launched, even when it ran after the step's CPU end.
-      auto usage = device_usage(p, [&](const GpuEvent& g) { return g.step == static_cast<int32_t>(k); });
       int64_t busy = 0;
       int64_t gpu_ns = 0;
-      for (const DeviceUsage& u : usage) {
+      for (const DeviceUsage& u : per_step[k]) {
         busy += u.busy_ns;
         gpu_ns += u.kernel_ns + u.memcpy_ns + u.memset_ns;
       }
@@ -191,9 +191,10 @@ Json memory_json(const Run& run) {
       std::string key = std::to_string(device);
       peak[key] = std::max<int64_t>(peak.value(key, int64_t{0}), bytes);
     }
+    const std::vector<std::map<uint32_t, int64_t>> step_peaks = peak_bytes_per_step(p);
     for (size_t k = 0; k < p.steps.size(); ++k) {
       Json devs = Json::object();
-      for (const auto& [device, bytes] : step_peak_bytes(p, static_cast<int>(k))) devs[std::to_string(device)] = bytes;
+      for (const auto& [device, bytes] : step_peaks[k]) devs[std::to_string(device)] = bytes;
       per_step.push_back({{"pid", p.pid}, {"index", p.steps[k].index}, {"peak_bytes_per_device", std::move(devs)}});
     }
   }

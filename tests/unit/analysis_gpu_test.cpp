@@ -251,6 +251,53 @@ TEST_CASE("gpu analysis: GPU work counts for the step of its launch") {
   CHECK(step->cuda_total_ns == 3000);
   CHECK(op(run, "matmul(float*, float*, float*, int)", "kernel"));
   CHECK_FALSE(op(run, "relu(float*, int)", "kernel"));  // launched in the unrecorded step
+
+  // The all-steps forms give each step what the one-step forms give it.
+  const auto per_step = device_usage_per_step(p);
+  REQUIRE(per_step.size() == 2);
+  for (int32_t k = 0; k < 2; ++k) {
+    auto one = device_usage(p, [&](const GpuEvent& g) { return g.step == k; });
+    REQUIRE(per_step[k].size() == one.size());
+    REQUIRE(one.size() == 1);
+    CHECK(per_step[k][0].kernels == one[0].kernels);
+    CHECK(per_step[k][0].kernel_ns == one[0].kernel_ns);
+    CHECK(per_step[k][0].busy_ns == one[0].busy_ns);
+    CHECK(per_step[k][0].window_start_ns == one[0].window_start_ns);
+    CHECK(per_step[k][0].window_end_ns == one[0].window_end_ns);
+  }
+  CHECK(per_step[0][0].kernel_ns == 3000);
+  CHECK(per_step[1][0].kernel_ns == 400);
+}
+
+TEST_CASE("gpu analysis: peak memory of every step in one sweep") {
+  Process p;
+  for (int k = 0; k < 3; ++k) {
+    Step& s = p.steps.emplace_back();
+    s.index = k;
+    s.start_ns = 1000 * (k + 1);
+    s.dur_ns = 500;
+  }
+  // device 0: 100 before step 0, 300 inside it, 50 between steps 0 and 1, nothing in step 1,
+  // 700 in step 2; device 1 appears only in step 2.
+  auto mem = [&](int64_t ts, uint32_t device, int64_t live) {
+    MemoryEvent& m = p.memory_events.emplace_back();
+    m.ts_ns = ts;
+    m.device = device;
+    m.live_bytes = live;
+  };
+  mem(500, 0, 100);
+  mem(1200, 0, 300);
+  mem(1700, 0, 50);
+  mem(3100, 0, 700);
+  mem(3200, 1, 64);
+  const auto all = peak_bytes_per_step(p);
+  REQUIRE(all.size() == 3);
+  for (int k = 0; k < 3; ++k) CHECK(all[k] == step_peak_bytes(p, k));
+  CHECK(all[0].at(0) == 300);
+  CHECK(all[1].at(0) == 50);
+  CHECK(all[2].at(0) == 700);
+  CHECK(all[2].at(1) == 64);
+  CHECK(all[1].count(1) == 0);
 }
 
 TEST_CASE("gpu decode: notices, names of copies, memsets and syncs") {
