@@ -32,7 +32,7 @@ flood_pairs=$((2000000 / scale))
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges call_loop floor_inject_clock
+targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges step_ranges call_loop floor_inject_clock
          floor_inject_rdtsc analysis_bench ingest_bench)
 have_gpu_workload=0
 if grep -q '^build gpu_workload' "$build/build.ninja" 2>/dev/null || \
@@ -57,11 +57,14 @@ row() { printf '%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "${5:-}" >>"$rows"; }
 val() { awk -v n="$2" '$1 == n { print $2; exit }' "$1"; }
 # calc EXPR: floating-point arithmetic, 4 significant digits
 calc() { awk "BEGIN { printf \"%.4g\", $1 }"; }
-# timed FILE CMD...: runs CMD, its stdout to FILE, and appends `wall_s` and `max_rss_kb`
+# timed FILE CMD...: runs CMD, its stdout to FILE, and appends `wall_s`, `user_s`,
+# `sys_s` and `max_rss_kb`
 timed() {
   local out=$1
   shift
   /usr/bin/time -f 'wall_s %e s
+user_s %U s
+sys_s %S s
 max_rss_kb %M KiB' -o "$out.time" "$@" >"$out"
   cat "$out.time" >>"$out"
 }
@@ -208,6 +211,13 @@ else
   row analysis torch_key_averages 15 us/event "torch not measured: REFERENCE.md's figure"
 fi
 row analysis note - - "RSS grows linearly (B/event above); 100M: ANALYSIS_RANGES=100000000 TRACES=0"
+# Many cycles: a saved trace every 3 steps. Writing them visits each event once.
+cycle_steps=$((20000 / scale))
+TORCHPROF_BUFFER_KB=65536 tool --schedule wait=1,warmup=1,active=1 -o "$work/steps" -- "$bb/step_ranges" "$cycle_steps" 50 >"$work/steps_prog"
+timed "$work/steps_report" "$bin/torchprof" report "$work/steps" -q --schedule wait=1,warmup=1,active=1 -o "$work/steps_out"
+steps_cpu=$(calc "$(val "$work/steps_report" user_s) + $(val "$work/steps_report" sys_s)")
+row analysis many_cycles "$(calc "$(val "$work/steps_prog" events) / $steps_cpu")" events/s "torchprof report, $cycle_steps steps x 51 ranges, $(ls "$work/steps_out/traces" | wc -l) traces: $steps_cpu s CPU, peak RSS $(calc "$(val "$work/steps_report" max_rss_kb) / 1024") MiB"
+rm -rf "$work/steps" "$work/steps_out"
 # The 10M-range capture and its traces take several GB: gone before the next section.
 [[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
 
