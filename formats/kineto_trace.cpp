@@ -85,6 +85,42 @@ struct CycleSpan {
 };
 
 // Writes one trace; the buffer goes to the sink whenever it grows past kFlushBytes.
+// Ascending indices stored as runs [first, last): a cycle's events are mostly
+// consecutive in the list (per thread, in time order), so a run costs 8 bytes where
+// listing every index would cost 4 per event.
+class IndexRuns {
+ public:
+  void add(uint32_t i) {
+    if (!runs_.empty() && runs_.back().second == i) {
+      ++runs_.back().second;
+    } else {
+      runs_.emplace_back(i, i + 1);
+    }
+  }
+
+  class Iterator {
+   public:
+    Iterator(const std::vector<std::pair<uint32_t, uint32_t>>& runs, size_t run)
+        : runs_(&runs), run_(run), i_(run < runs.size() ? runs[run].first : 0) {}
+    uint32_t operator*() const { return i_; }
+    Iterator& operator++() {
+      if (++i_ == (*runs_)[run_].second && ++run_ < runs_->size()) i_ = (*runs_)[run_].first;
+      return *this;
+    }
+    bool operator!=(const Iterator& o) const { return run_ != o.run_ || (run_ < runs_->size() && i_ != o.i_); }
+
+   private:
+    const std::vector<std::pair<uint32_t, uint32_t>>* runs_;
+    size_t run_;
+    uint32_t i_;
+  };
+  Iterator begin() const { return Iterator(runs_, 0); }
+  Iterator end() const { return Iterator(runs_, runs_.size()); }
+
+ private:
+  std::vector<std::pair<uint32_t, uint32_t>> runs_;
+};
+
 // What each cycle of a process holds (its events, GPU records and memory events, in
 // list order), found in one pass, so that writing a cycle visits only its own; and the
 // per-event scratch the cycles' writers share (left all zero after each cycle).
@@ -112,10 +148,10 @@ class CycleIndex {
     return cycle >= 0 && static_cast<size_t>(cycle) < spans_.size() ? spans_[static_cast<size_t>(cycle)] : CycleSpan{};
   }
 
-  const std::vector<uint32_t>& events(int cycle) const { return of(events_, cycle); }
-  const std::vector<uint32_t>& gpu(int cycle) const { return of(gpu_, cycle); }
-  const std::vector<uint32_t>& memory(int cycle) const { return of(memory_, cycle); }
-  const std::vector<uint32_t>& steps(int cycle) const { return of(steps_, cycle); }
+  const IndexRuns& events(int cycle) const { return of(events_, cycle); }
+  const IndexRuns& gpu(int cycle) const { return of(gpu_, cycle); }
+  const IndexRuns& memory(int cycle) const { return of(memory_, cycle); }
+  const IndexRuns& steps(int cycle) const { return of(steps_, cycle); }
 
   std::vector<uint64_t> external_ids;  // per event index: the External id written for it
   std::vector<bool> launches;          // per event index: an API call with GPU work in the cycle
@@ -123,18 +159,18 @@ class CycleIndex {
   bool api_tids_built = false;
 
  private:
-  using Lists = std::vector<std::vector<uint32_t>>;
+  using Lists = std::vector<IndexRuns>;
   static void add(Lists& lists, int cycle, size_t i) {
     if (cycle < 0) return;
     if (static_cast<size_t>(cycle) >= lists.size()) lists.resize(static_cast<size_t>(cycle) + 1);
-    lists[static_cast<size_t>(cycle)].push_back(static_cast<uint32_t>(i));
+    lists[static_cast<size_t>(cycle)].add(static_cast<uint32_t>(i));
   }
-  const std::vector<uint32_t>& of(const Lists& lists, int cycle) const {
+  const IndexRuns& of(const Lists& lists, int cycle) const {
     return cycle >= 0 && static_cast<size_t>(cycle) < lists.size() ? lists[static_cast<size_t>(cycle)] : none_;
   }
   Lists events_, gpu_, memory_, steps_;
   std::vector<CycleSpan> spans_;
-  std::vector<uint32_t> none_;
+  IndexRuns none_;
 };
 
 class TraceWriter {
