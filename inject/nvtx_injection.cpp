@@ -54,7 +54,7 @@ EventFields parse(ThreadBuffer* tb, const nvtxEventAttributes_t* a) {
   if (!read_payload(a, &type, &f.payload)) f.payload = 0;
   f.attr = wire::make_attr(a->category, type);
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: f.name = ascii_name(a->message.ascii); break;
+    case NVTX_MESSAGE_TYPE_ASCII: f.name = cached_ascii_name(tb, a->message.ascii); break;
     case NVTX_MESSAGE_TYPE_UNICODE: f.name = wide_name(tb, a->message.unicode); break;
     case NVTX_MESSAGE_TYPE_REGISTERED:
       f.name.id = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->message.registered));
@@ -81,7 +81,7 @@ void mark_ex(const nvtxEventAttributes_t* a) {
 }
 void mark_a(const char* m) {
   TP_ENTER();
-  record_mark(tb, 0, ascii_name(m), 0, 0);
+  record_mark(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 void mark_w(const wchar_t* m) {
   TP_ENTER();
@@ -94,7 +94,7 @@ nvtxRangeId_t start_ex(const nvtxEventAttributes_t* a) {
 }
 nvtxRangeId_t start_a(const char* m) {
   TP_ENTER(0);
-  return record_start(tb, 0, ascii_name(m), 0, 0);
+  return record_start(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 nvtxRangeId_t start_w(const wchar_t* m) {
   TP_ENTER(0);
@@ -111,7 +111,7 @@ int push_ex(const nvtxEventAttributes_t* a) {
 }
 int push_a(const char* m) {
   TP_ENTER(-1);
-  return record_push(tb, 0, ascii_name(m), 0, 0);
+  return record_push(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 int push_w(const wchar_t* m) {
   TP_ENTER(-1);

@@ -86,6 +86,7 @@ inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint
   for (uint32_t i = 0; i < n; ++i) *tb->ring.slot(at + i) = recs[i];
   publish(tb, slots);
   if (define) tb->intern.insert(probe, name.text, name.len, id);
+  if (name.address != nullptr) tb->addresses.remember(name.address, name.text, name.len, id);
   return true;
 }
 
@@ -103,6 +104,14 @@ uint64_t next_range_id() { return g_next_range_id.fetch_add(1, std::memory_order
 NameRef ascii_name(const char* s) {
   if (s == nullptr) return NameRef{};
   return NameRef{s, static_cast<uint32_t>(strnlen(s, wire::kMaxStringBytes)), 0};
+}
+
+NameRef cached_ascii_name(ThreadBuffer* tb, const char* s) {
+  if (s == nullptr) return NameRef{};
+  if (uint32_t id = tb->addresses.find(s)) return NameRef{nullptr, 0, id, nullptr};
+  NameRef name = ascii_name(s);
+  name.address = s;
+  return name;
 }
 
 NameRef wide_name(ThreadBuffer* tb, const wchar_t* s) {

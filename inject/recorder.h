@@ -17,9 +17,12 @@ struct NameRef {
   const char* text = nullptr;
   uint32_t len = 0;
   uint32_t id = 0;
+  const char* address = nullptr;  // the caller's string, remembered with its id once written
 };
 
 NameRef ascii_name(const char* s);
+// ascii_name() through the thread's AddressCache: a hit is an id, already defined.
+NameRef cached_ascii_name(ThreadBuffer* tb, const char* s);
 NameRef wide_name(ThreadBuffer* tb, const wchar_t* s);
 
 // Push/pop return NVTX's 0-based level (pop: -1 when nothing is open); the

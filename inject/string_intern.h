@@ -29,6 +29,49 @@ inline uint64_t hash_bytes(const char* s, size_t n) {
   return h ^ (h >> 29);
 }
 
+// In front of StringIntern for C strings that a program passes again and again from
+// the same address (NVTX messages are mostly literals): remembers (address, text, id)
+// of short names, so that a repeated name costs one comparison of its bytes instead
+// of measuring, hashing and probing. The bytes are always compared, never trusted by
+// address alone: a buffer reused for another name misses. Fixed size, direct-mapped.
+class AddressCache {
+ public:
+  static constexpr uint32_t kMaxLen = 47;
+
+  // The id remembered for the NUL-terminated `s`, or 0.
+  uint32_t find(const char* s) const {
+    const Entry& e = entries_[slot(s)];
+    if (e.address != s || e.id == 0) return 0;
+    // Stops at the first difference or NUL: never reads past the end of `s`.
+    return strncmp(e.text, s, size_t{e.len} + 1) == 0 ? e.id : 0;
+  }
+
+  // `s` (at `address`, `len` bytes, no NUL inside) is defined under `id` in this stream.
+  void remember(const char* address, const char* s, uint32_t len, uint32_t id) {
+    if (len > kMaxLen || memchr(s, '\0', len) != nullptr) return;
+    Entry& e = entries_[slot(address)];
+    e.address = address;
+    e.id = id;
+    e.len = len;
+    memcpy(e.text, s, len);
+    e.text[len] = '\0';
+  }
+
+ private:
+  static constexpr uint32_t kEntries = 64;  // power of two
+  struct Entry {
+    const char* address;
+    uint32_t id;  // 0 = empty
+    uint32_t len;
+    char text[kMaxLen + 1];
+  };
+  static uint32_t slot(const char* s) {
+    const auto a = reinterpret_cast<uintptr_t>(s);
+    return static_cast<uint32_t>((a ^ (a >> 7)) & (kEntries - 1));
+  }
+  Entry entries_[kEntries] = {};
+};
+
 class StringIntern {
  public:
   static constexpr uint32_t kNotFound = 0;

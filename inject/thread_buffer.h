@@ -18,6 +18,7 @@ struct ThreadBuffer {
   // --- producer (the owning thread) ---
   RingBuffer ring;
   StringIntern intern;
+  AddressCache addresses;      // in front of `intern` for C strings passed again
   uint64_t next_wake = 0;      // head position that wakes the flusher next
   sem_t* wake = nullptr;       // the flusher's semaphore
   static constexpr uint32_t kDepthSlots = 64;

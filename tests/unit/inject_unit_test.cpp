@@ -152,3 +152,46 @@ TEST_CASE("recorder interns names, writes units whole and counts drops") {
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
 }
+
+TEST_CASE("names passed again from the same address: id by comparing the bytes, never by address alone") {
+  sem_t wake;
+  sem_init(&wake, 0, 0);
+  ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
+  REQUIRE(tb != nullptr);
+  char buf[64] = "forward";
+  ti::NameRef first = ti::cached_ascii_name(tb, buf);
+  CHECK(first.text == buf);  // not seen yet: measured and interned as usual
+  CHECK(first.len == 7);
+  ti::record_push(tb, 0, first, 0, 0);
+  ti::NameRef again = ti::cached_ascii_name(tb, buf);
+  CHECK(again.text == nullptr);  // from the cache: an id, nothing to define
+  REQUIRE(again.id != 0);
+  ti::record_push(tb, 0, again, 0, 0);
+  // The same buffer now holds another name, then a longer one with the old as prefix.
+  std::strcpy(buf, "backward");
+  ti::NameRef other = ti::cached_ascii_name(tb, buf);
+  CHECK(other.text == buf);
+  ti::record_push(tb, 0, other, 0, 0);
+  std::strcpy(buf, "backward_pass");
+  CHECK(ti::cached_ascii_name(tb, buf).text == buf);
+  std::strcpy(buf, "backwar");
+  CHECK(ti::cached_ascii_name(tb, buf).text == buf);
+  std::strcpy(buf, "backward");
+  CHECK(ti::cached_ascii_name(tb, buf).id != 0);
+  // A name too long for the cache still works through the intern table.
+  std::string long_name(100, 'y');
+  ti::record_mark(tb, 0, ti::cached_ascii_name(tb, long_name.c_str()), 0, 0);
+  CHECK(ti::cached_ascii_name(tb, long_name.c_str()).text != nullptr);
+  std::vector<std::string> strings;
+  auto recs = drain(tb, &strings);
+  CHECK(strings == std::vector<std::string>{"forward", "backward", long_name});
+  REQUIRE(recs.size() == 7);  // kString, push, push, kString, push, kString, mark
+  CHECK(recs[1].second == recs[0].second);
+  CHECK(recs[2].second == recs[0].second);
+  CHECK(recs[4].second == recs[3].second);
+  CHECK(recs[3].second != recs[0].second);
+  CHECK(ti::cached_ascii_name(tb, nullptr).text == nullptr);
+  CHECK(ti::cached_ascii_name(tb, nullptr).id == 0);
+  ti::destroy_thread_buffer(tb);
+  sem_destroy(&wake);
+}
