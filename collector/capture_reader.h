@@ -31,8 +31,9 @@ class CaptureReader {
   // or at the first short/damaged chunk (then truncated() is true).
   bool next(Chunk& chunk);
 
-  // Re-reads a body that next() already verified (decode reads frames twice
-  // without keeping them in memory). Returns false on an I/O error.
+  // Re-reads a body that next() already verified (decode scans the file first, then
+  // reads each frame again without keeping them all in memory). Returns false on an
+  // I/O error.
   bool read_body_at(uint64_t offset, uint32_t size, std::vector<uint8_t>& body);
 
   const capture::FileHeader& header() const { return header_; }

@@ -1,9 +1,9 @@
 // Decoding: capture chunks → processes, threads and timeline events (collector/model.h).
 //
 // Per connection (one process image): the Hello gives the process's identity and
-// clock pair; its frames are read twice, first for string/domain/category
-// definitions (a thread may use a string another thread registered, in a frame
-// written later), then for events. Connections of the same pid (a fork copy that
+// clock pair; its frames are read once, in file order. A thread may use a string,
+// domain or category another thread defined in a frame written later: such uses get
+// a stand-in that is replaced once every frame has been read. Connections of the same pid (a fork copy that
 // then exec'd) merge into one Process. Nesting, steps and aggregates come later
 // (collector/analysis.h).
 #pragma once

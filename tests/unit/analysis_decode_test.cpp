@@ -140,7 +140,7 @@ TEST_CASE("decode: identity, clock, run info") {
   CHECK(run.processes_without_events == 1);
 }
 
-TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, two passes") {
+TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, names defined later") {
   Run run = decode_sample();
   const Process& p = *by_pid(run, 100);
   const Event* outer = event(p, "outer");
