@@ -248,9 +248,8 @@ inline DecodeStatus delta_decode(const uint8_t* in, size_t size, uint8_t* out, u
     uint64_t domain, name, dts, da, db;
     // Away from a column's end every varint is whole (at most kMaxVarint bytes), so
     // most heads read without bounds checks.
-    if (col[0] + kMaxVarint <= col_end[0] && col[1] + kMaxVarint <= col_end[1] &&
-        col[2] + kMaxVarint <= col_end[2] && col[3] + kMaxVarint <= col_end[3] &&
-        col[4] + kMaxVarint <= col_end[4]) {
+    auto room = [&](int c) { return static_cast<size_t>(col_end[c] - col[c]) >= kMaxVarint; };
+    if (room(0) && room(1) && room(2) && room(3) && room(4)) {
       if ((col[0] = get_varint_unbounded(col[0], domain)) == nullptr ||
           (col[1] = get_varint_unbounded(col[1], name)) == nullptr ||
           (col[2] = get_varint_unbounded(col[2], dts)) == nullptr ||
