@@ -210,24 +210,22 @@ class ConnDecoder {
     return name;
   }
 
-  // The name of `domain`; a stand-in while the domain is not defined yet.
+  // The name of `domain` (of `category` in `domain`); a stand-in while it is not defined yet.
   Name domain_of(uint16_t domain) {
     if (domain == 0) return {};
-    auto d = domain_names_.find(domain);
-    if (d != domain_names_.end()) return string_of(d->second);
-    std::string text = "\x01" "domain " + std::to_string(domain);
-    Name stand_in(text);
-    late_domains_.try_emplace(stand_in, domain);
-    return stand_in;
+    return defined_or_stand_in(domain_names_, late_domains_, domain, "domain ");
+  }
+  Name category_of(uint16_t domain, uint32_t category) {
+    return defined_or_stand_in(category_names_, late_categories_, category_key(domain, category), "category ");
   }
 
-  Name category_of(uint16_t domain, uint32_t category) {
-    const uint64_t key = category_key(domain, category);
-    auto c = category_names_.find(key);
-    if (c != category_names_.end()) return string_of(c->second);
-    std::string text = "\x01" "category " + std::to_string(key);
-    Name stand_in(text);
-    late_categories_.try_emplace(stand_in, key);
+  template <typename Key>
+  Name defined_or_stand_in(const std::unordered_map<Key, uint32_t>& names, std::unordered_map<Name, Key>& late,
+                           Key key, const char* what) {
+    auto it = names.find(key);
+    if (it != names.end()) return string_of(it->second);
+    Name stand_in(std::string("\x01") + what + std::to_string(key));
+    late.try_emplace(stand_in, key);
     return stand_in;
   }
 
