@@ -158,6 +158,20 @@ class CycleIndex {
   std::unordered_map<uint64_t, uint32_t> api_tids;  // correlation id → calling thread
   bool api_tids_built = false;
 
+  // TraceWriter::common()'s prefixes, by (name, thread, category): direct-mapped.
+  struct Prefix {
+    const void* name = nullptr;
+    uint32_t tid = 0;
+    const char* ph = nullptr;  // nullptr: empty
+    const char* cat = nullptr;
+    std::string text;
+  };
+  Prefix& prefix(const void* name, uint32_t tid, const char* cat) {
+    const uintptr_t h = (reinterpret_cast<uintptr_t>(name) >> 4) ^ (uintptr_t{tid} * 0x9E3779B1u) ^
+                        (reinterpret_cast<uintptr_t>(cat) >> 2);
+    return prefixes_[h & (kPrefixes - 1)];
+  }
+
  private:
   using Lists = std::vector<IndexRuns>;
   static void add(Lists& lists, int cycle, size_t i) {
@@ -168,6 +182,8 @@ class CycleIndex {
   const IndexRuns& of(const Lists& lists, int cycle) const {
     return cycle >= 0 && static_cast<size_t>(cycle) < lists.size() ? lists[static_cast<size_t>(cycle)] : none_;
   }
+  static constexpr size_t kPrefixes = 1024;  // power of two
+  std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   Lists events_, gpu_, memory_, steps_;
   std::vector<CycleSpan> spans_;
   IndexRuns none_;
@@ -255,7 +271,7 @@ class TraceWriter {
 
   void api_call(bool& first, size_t i) {
     const Event& e = proc_.events_list[i];
-    common("X", e.kind == EventKind::kCudaRuntime ? "cuda_runtime" : "cuda_driver", e.name, e.tid, e.start_ns);
+    common_named("X", e.kind == EventKind::kCudaRuntime ? "cuda_runtime" : "cuda_driver", e.name, e.tid, e.start_ns);
     out_ += ", \"dur\": ";
     json::append_us(out_, e.dur_ns());
     out_ += ",\n    \"args\": {";
@@ -343,24 +359,47 @@ class TraceWriter {
     return size;
   }
 
+  // An event's fields up to its timestamp: phase, category, name, pid, tid.
+  template <typename Out>
+  void common_prefix(Out& out, std::string_view ph, std::string_view cat, std::string_view name, uint32_t tid) {
+    out += "\"ph\": \"";
+    out += ph;
+    out += "\", \"cat\": \"";
+    out += cat;
+    out += "\", \"name\": ";
+    json::append_string(out, name);
+    out += ", \"pid\": ";
+    json::append_int(out, proc_.pid);
+    out += ", \"tid\": ";
+    json::append_uint(out, tid);
+    out += ", \"ts\": ";
+  }
+
   void common(std::string_view ph, std::string_view cat, std::string_view name, uint32_t tid,
               int64_t start) {
-    out_ += "\"ph\": \"";
-    out_ += ph;
-    out_ += "\", \"cat\": \"";
-    out_ += cat;
-    out_ += "\", \"name\": ";
-    json::append_string(out_, name);
-    out_ += ", \"pid\": ";
-    json::append_int(out_, proc_.pid);
-    out_ += ", \"tid\": ";
-    json::append_uint(out_, tid);
-    out_ += ", \"ts\": ";
+    common_prefix(out_, ph, cat, name, tid);
+    ts(start);
+  }
+
+  // The same for an interned name: the prefix is the same bytes for every event of a
+  // (phase, category, name, thread), so it is built once and copied (`ph` and `cat` are
+  // string literals, known by address).
+  void common_named(std::string_view ph, std::string_view cat, const Name& name, uint32_t tid, int64_t start) {
+    CycleIndex::Prefix& p = index_.prefix(name.id(), tid, cat.data());
+    if (p.name != name.id() || p.tid != tid || p.ph != ph.data() || p.cat != cat.data()) {
+      p.name = name.id();
+      p.tid = tid;
+      p.ph = ph.data();
+      p.cat = cat.data();
+      p.text.clear();
+      common_prefix(p.text, ph, cat, name, tid);
+    }
+    out_ += p.text;
     ts(start);
   }
 
   void range(const Event& e) {
-    common("X", e.op != nullptr ? "cpu_op" : "user_annotation", e.name, e.tid, e.start_ns);
+    common_named("X", e.op != nullptr ? "cpu_op" : "user_annotation", e.name, e.tid, e.start_ns);
     out_ += ", \"dur\": ";
     json::append_us(out_, e.dur_ns());
     if (e.op != nullptr) {
@@ -394,7 +433,7 @@ class TraceWriter {
   }
 
   void mark(const Event& e) {
-    common("i", "user_annotation", e.name, e.tid, e.start_ns);
+    common_named("i", "user_annotation", e.name, e.tid, e.start_ns);
     out_ += ", \"s\": \"t\"";
     args(e);
     out_ += "}";

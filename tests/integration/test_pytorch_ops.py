@@ -8,6 +8,7 @@ the input gradient of every layer but the first (the data needs no gradient)."""
 
 import os
 import re
+import sys
 
 import tp
 from tp import check, check_eq
@@ -200,8 +201,19 @@ def own_mode():
 
 def own_profiler():
     # Step 0 under torch.profiler: its counts are the same as without torchprof
-    # (compared through stdout), and torchprof records the other steps.
-    r = train(["--with-stack", "--record-shapes"], "--own-profiler")
+    # (compared through stdout), and torchprof records the other steps. Torch 1.13's
+    # own profiler now and then records an op twice when the CPU is contended, with
+    # no torchprof anywhere (3 of 20 plain runs beside one busy loop: aten::div_ twice
+    # under aten::mean): up to three fresh pairs of runs are compared. An op of
+    # torchprof's reaching the program's profiler would differ in every pair.
+    args = [PROGRAM, str(STEPS), "--batch", "8", "--sizes", SIZES, "--own-profiler"]
+    for attempt in range(3):
+        r = run_py(args, options=["--with-stack", "--record-shapes"])
+        plain = run_plain(args)
+        if r.stdout == plain.stdout or attempt == 2:
+            break
+        print(f"own_profiler: stdout differs in attempt {attempt + 1}, running both again", file=sys.stderr)
+    check_eq(r.stdout, plain.stdout, "stdout with and without torchprof")
     check("own profiler saw" in r.stdout.decode(), "the program's profiler ran")
     check_eq(calls_of(r.summary, "aten::addmm"), (STEPS - 1) * ADDMM_PER_STEP, "aten::addmm calls")
 
