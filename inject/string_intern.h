@@ -46,9 +46,10 @@ class AddressCache {
     return strncmp(e.text, s, size_t{e.len} + 1) == 0 ? e.id : 0;
   }
 
-  // `s` (at `address`, `len` bytes, no NUL inside) is defined under `id` in this stream.
+  // `s` (at `address`, `len` bytes as strnlen measured them) is defined under `id` in
+  // this stream.
   void remember(const char* address, const char* s, uint32_t len, uint32_t id) {
-    if (len > kMaxLen || memchr(s, '\0', len) != nullptr) return;
+    if (len > kMaxLen) return;
     Entry& e = entries_[slot(address)];
     e.address = address;
     e.id = id;

@@ -1,0 +1,57 @@
+// The first sweep of decoding (collector/decode.cpp): the chunks of a capture file
+// read in order for what they say about the run and its connections (identity, frame
+// locations, goodbyes, run information), before any frame is decompressed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "collector/capture_reader.h"
+#include "collector/model.h"
+#include "formats/wire/wire.h"
+
+namespace torchprof {
+
+struct FrameRef {
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  uint32_t slots = 0;  // slots once decoded, from the frame's header (0: unusable header)
+};
+
+// What the first sweep learns about one connection (one process image).
+struct ConnInput {
+  uint32_t id = 0;
+  wire::Hello hello{};
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string host;
+  std::unordered_map<std::string, std::string> env;
+  std::vector<FrameRef> frames;
+  std::optional<wire::Bye> bye;
+  bool closed = false;
+};
+
+struct ScanResult {
+  std::vector<std::unique_ptr<ConnInput>> conns;  // in order of their Hello
+  bool saw_run_end = false;
+  bool saw_exit_code = false;
+  std::optional<int> end_signal;    // RunEnd: the signal the target died of
+  std::optional<int> launcher_pid;  // RunInfo: the target's parent
+};
+
+// Reads the whole file: run information and notes into `run`, one ConnInput per Hello.
+ScanResult scan_capture(CaptureReader& reader, Run& run);
+
+// The process's identity from its image's Hello and environment (rank, worker name, …).
+void apply_identity(const ConnInput& conn, Process& proc);
+// Exit code or signal from a Bye.
+void apply_bye(const wire::Bye& bye, Process& proc);
+// A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
+// account of its end.
+void apply_launcher_view(Run& run, const ScanResult& scan);
+
+}  // namespace torchprof
