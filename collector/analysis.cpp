@@ -15,8 +15,6 @@ namespace torchprof {
 
 namespace {
 
-const std::string kStepPrefix = "ProfilerStep#";
-const std::string kStepRow = "ProfilerStep*";
 
 bool contains(const Event& outer, const Event& inner) {
   return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
@@ -161,41 +159,55 @@ void assign_actions(std::vector<Step>& steps, const std::optional<Schedule>& sch
   }
 }
 
-// Each event belongs to the step whose interval holds its start (the later step on ties).
+// Each event belongs to the step whose interval holds its start (StepLocator).
 void assign_events(Process& proc) {
-  const std::vector<Step>& steps = proc.steps;
-  // furthest_end[k]: latest end among steps 0..k, to stop the backward search early.
-  std::vector<int64_t> furthest_end(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) {
-    int64_t end = steps[k].start_ns + steps[k].dur_ns;
-    furthest_end[k] = k == 0 ? end : std::max(end, furthest_end[k - 1]);
-  }
-  // after: the first step starting later than the event (upper_bound by start). Events
-  // of a thread come in start order, so it only moves forward within a thread.
-  const auto n = static_cast<ptrdiff_t>(steps.size());
-  ptrdiff_t after = 0;
+  const StepLocator locate(proc.steps);
+  ptrdiff_t cursor = 0;
   uint32_t tid = 0;
   for (size_t i = 0; i < proc.events_list.size(); ++i) {
     Event& e = proc.events_list[i];
-    e.step = -1;
-    if (i == 0 || e.tid != tid || (after > 0 && steps[after - 1].start_ns > e.start_ns)) {
-      tid = e.tid;
-      after = std::upper_bound(steps.begin(), steps.end(), e.start_ns,
-                               [](int64_t t, const Step& s) { return t < s.start_ns; }) - steps.begin();
-    }
-    while (after < n && steps[after].start_ns <= e.start_ns) ++after;
-    for (auto k = after - 1; k >= 0 && furthest_end[k] >= e.start_ns; --k) {
-      if (e.start_ns <= steps[k].start_ns + steps[k].dur_ns) {
-        e.step = static_cast<int32_t>(k);
-        break;
-      }
-    }
+    const bool restart = i == 0 || e.tid != tid;
+    tid = e.tid;
+    e.step = locate.step_of(e.start_ns, cursor, restart);
   }
 }
 
-bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
-
 }  // namespace
+
+StepLocator::StepLocator(const std::vector<Step>& steps) : steps_(steps), furthest_end_(steps.size()) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int64_t end = steps[k].start_ns + steps[k].dur_ns;
+    furthest_end_[k] = k == 0 ? end : std::max(end, furthest_end_[k - 1]);
+  }
+}
+
+int32_t StepLocator::step_of(int64_t t, ptrdiff_t& cursor, bool restart) const {
+  const auto n = static_cast<ptrdiff_t>(steps_.size());
+  if (restart || (cursor > 0 && steps_[cursor - 1].start_ns > t)) {
+    cursor = std::upper_bound(steps_.begin(), steps_.end(), t,
+                              [](int64_t x, const Step& s) { return x < s.start_ns; }) - steps_.begin();
+  }
+  while (cursor < n && steps_[cursor].start_ns <= t) ++cursor;
+  for (auto k = cursor - 1; k >= 0 && furthest_end_[k] >= t; --k) {
+    if (t <= steps_[k].start_ns + steps_[k].dur_ns) return static_cast<int32_t>(k);
+  }
+  return -1;
+}
+
+std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_t>& markers,
+                                   const std::optional<Schedule>& schedule) {
+  std::vector<Step> steps = make_steps(proc, markers);
+  assign_actions(steps, schedule);
+  return steps;
+}
+
+std::regex step_marker_regex(const std::string& pattern) {
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& err) {
+    throw InputError("invalid step marker regex '" + pattern + "': " + err.what());
+  }
+}
 
 void sort_events(std::vector<Event>& events) {
   auto before = [&](const Event& x, const Event& y) {
@@ -275,14 +287,8 @@ void compute_nesting(Process& proc) {
 }
 
 void compute_steps(Process& proc, const AnalysisOptions& options) {
-  std::regex marker;
-  try {
-    marker = std::regex(options.step_marker, std::regex::ECMAScript);
-  } catch (const std::regex_error& err) {
-    throw InputError("invalid step marker regex '" + options.step_marker + "': " + err.what());
-  }
-  proc.steps = make_steps(proc, find_markers(proc, marker));
-  assign_actions(proc.steps, options.schedule);
+  proc.steps = steps_of_markers(proc, find_markers(proc, step_marker_regex(options.step_marker)),
+                                options.schedule);
   assign_events(proc);
 }
 
@@ -368,7 +374,7 @@ OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
 }
 
 void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) {
-  const Name step_row(kStepRow);
+  const Name step_row{std::string(kStepRowName)};
   Name last_name;
   Name last_row;
   for (const Event& e : proc.events_list) {
@@ -376,7 +382,7 @@ void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) 
     // torch renames ProfilerStep#N to ProfilerStep* before grouping; so do we.
     if (e.name != last_name || last_row.empty()) {
       last_name = e.name;
-      last_row = e.name.starts_with(kStepPrefix) ? step_row : e.name;
+      last_row = e.name.starts_with(kStepNamePrefix) ? step_row : e.name;
     }
     OpStats& op = e.op != nullptr ? table.row(last_row, op_row(*e.op, group_by_input_shape))
                                   : table.row(last_row, e.kind == EventKind::kRange ? kNvtxKind : kCudaApiKind);

@@ -3,8 +3,13 @@
 // the recorded steps of every process, as key_averages() computes them.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <regex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "collector/capture_range.h"
 #include "collector/model.h"
@@ -34,6 +39,34 @@ void aggregate_ops(Run& run, bool group_by_input_shape = false);
 // Number of saved cycles (trace files) of a process after compute_steps().
 int cycle_count(const Process& proc);
 
-const char* step_action_name(StepAction action);  // none|warmup|record|record_and_save
+const char* step_action_name(StepAction action);
+
+// torch renames ProfilerStep#N to ProfilerStep* before grouping its rows; so does analyse().
+constexpr std::string_view kStepNamePrefix = "ProfilerStep#";
+constexpr std::string_view kStepRowName = "ProfilerStep*";
+
+inline bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
+
+// The steps of a process whose step markers are `markers` (indices into its events_list,
+// in start order; none: the whole process is one step), with the schedule's action and
+// cycle of each.
+std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_t>& markers,
+                                   const std::optional<Schedule>& schedule);
+
+// The step-marker option as a regex; throws InputError when it is not one.
+std::regex step_marker_regex(const std::string& pattern);
+
+// Which step an event starting at t belongs to: the one whose interval holds t, the
+// later one on ties; -1 none. `cursor` carries the search from one call to the next of
+// a sequence of mostly increasing times (one per thread); `restart` begins a sequence.
+class StepLocator {
+ public:
+  explicit StepLocator(const std::vector<Step>& steps);
+  int32_t step_of(int64_t t, std::ptrdiff_t& cursor, bool restart) const;
+
+ private:
+  const std::vector<Step>& steps_;
+  std::vector<int64_t> furthest_end_;  // [k]: latest end among steps 0..k
+};  // none|warmup|record|record_and_save
 
 }  // namespace torchprof

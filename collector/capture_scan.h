@@ -46,6 +46,17 @@ struct ScanResult {
 // Reads the whole file: run information and notes into `run`, one ConnInput per Hello.
 ScanResult scan_capture(CaptureReader& reader, Run& run);
 
+// A record's timestamp (the image's CLOCK_MONOTONIC ns) in Unix-epoch ns. A damaged
+// record's gives a wrong time, never undefined behaviour: wrapping arithmetic, then held
+// within 2^52 ns (~52 days) of the Hello, so that durations and their sums stay far
+// from int64 overflow.
+inline int64_t record_epoch_ns(const wire::Hello& hello, uint64_t ts) {
+  constexpr int64_t kMaxSpanNs = int64_t{1} << 52;
+  const auto base = static_cast<int64_t>(hello.real_ns & (~uint64_t{0} >> 2));
+  const auto t = static_cast<int64_t>(ts - hello.mono_ns + hello.real_ns);
+  return t < base - kMaxSpanNs ? base - kMaxSpanNs : (t > base + kMaxSpanNs ? base + kMaxSpanNs : t);
+}
+
 // The process's identity from its image's Hello and environment (rank, worker name, …).
 void apply_identity(const ConnInput& conn, Process& proc);
 // Exit code or signal from a Bye.

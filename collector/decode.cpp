@@ -124,19 +124,7 @@ class ConnDecoder {
 
   template <typename Fn>
   void walk(Fn&& fn) {
-    const size_t n = raw_.size() / wire::kSlotSize;
-    size_t i = 0;
-    while (i < n) {
-      wire::Record r;
-      std::memcpy(&r, raw_.data() + i * wire::kSlotSize, sizeof r);
-      size_t extra = r.extra;
-      if (i + 1 + extra > n) {
-        ++cut_records_;
-        break;
-      }
-      fn(r, raw_.data() + (i + 1) * wire::kSlotSize, extra * wire::kSlotSize);
-      i += 1 + extra;
-    }
+    if (!for_each_record(raw_, fn)) ++cut_records_;
   }
 
   // Definitions: a string's text, a domain's name, a category's name.
@@ -273,15 +261,7 @@ class ConnDecoder {
     return *last_stack_;
   }
 
-  // A damaged record's timestamp gives a wrong time, never undefined behaviour:
-  // wrapping arithmetic, then held within kMaxSpanNs of the Hello, so that durations
-  // and their sums stay far from int64 overflow.
-  int64_t epoch(uint64_t ts) const {
-    constexpr int64_t kMaxSpanNs = int64_t{1} << 52;  // ~52 days
-    const auto base = static_cast<int64_t>(conn_.hello.real_ns & (~uint64_t{0} >> 2));
-    const auto t = static_cast<int64_t>(ts - conn_.hello.mono_ns + conn_.hello.real_ns);
-    return std::clamp(t, base - kMaxSpanNs, base + kMaxSpanNs);
-  }
+  int64_t epoch(uint64_t ts) const { return record_epoch_ns(conn_.hello, ts); }
 
   void touch(ThreadState& t, int64_t ts) {
     t.last_ts = std::max(t.last_ts, ts);

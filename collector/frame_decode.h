@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,23 @@ struct FrameScratch {
 // On failure returns false and says why in `why`; never reads or writes out of bounds.
 bool decode_frame(const uint8_t* body, size_t size, ZSTD_DCtx* dctx, FrameScratch& scratch,
                   wire::FrameHeader& header, std::vector<uint8_t>& raw, std::string* why = nullptr);
+
+// Calls fn(record, its continuation slots, their size in bytes) for each record of a
+// decoded frame in order. Returns false when the frame ends inside a record (the
+// records before it were visited).
+template <typename Fn>
+bool for_each_record(const std::vector<uint8_t>& raw, Fn&& fn) {
+  const size_t n = raw.size() / wire::kSlotSize;
+  size_t i = 0;
+  while (i < n) {
+    wire::Record r;
+    std::memcpy(&r, raw.data() + i * wire::kSlotSize, sizeof r);
+    const size_t extra = r.extra;
+    if (i + 1 + extra > n) return false;
+    fn(r, raw.data() + (i + 1) * wire::kSlotSize, extra * wire::kSlotSize);
+    i += 1 + extra;
+  }
+  return true;
+}
 
 }  // namespace torchprof

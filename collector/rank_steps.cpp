@@ -5,13 +5,13 @@
 #include <set>
 #include <tuple>
 
+#include "collector/analysis.h"
+
 namespace torchprof {
 
 namespace {
 
 constexpr size_t kMaxListedRanks = 10;
-
-bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
 
 // Ranked processes group by (rank, input); the others by (input, worker). The leading
 // flag puts ranked rows first.
