@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "collector/capture_writer.h"
 #include "collector/decode.h"
 #include "collector/server.h"
+#include "collector/stream_table.h"
 #include "formats/outputs.h"
 #include "formats/wire/capture_format.h"
 #include "formats/wire/frame_codec.h"
@@ -96,6 +98,23 @@ std::vector<uint8_t> delta_bytes(const uint8_t* data, size_t size) {
   return make_frame(wire::FrameEncoding::kZstdDelta, slots * wire::kSlotSize, data + 2, size - 2);
 }
 
+[[noreturn]] void invariant_broken(const char* what) {
+  std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
+  std::abort();
+}
+
+bool same_rows(const std::vector<OpStats>& a, const std::vector<OpStats>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].kind != b[i].kind || a[i].calls != b[i].calls ||
+        a[i].self_cpu_ns != b[i].self_cpu_ns || a[i].cpu_total_ns != b[i].cpu_total_ns ||
+        a[i].self_cuda_ns != b[i].self_cuda_ns || a[i].cuda_total_ns != b[i].cuda_total_ns) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // CaptureReader takes a path: the bytes go into an anonymous in-memory file.
 void decode_bytes(const uint8_t* data, size_t size) {
   int fd = memfd_create("torchprof-fuzz", MFD_CLOEXEC);
@@ -106,9 +125,14 @@ void decode_bytes(const uint8_t* data, size_t size) {
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
   try {
-    Run run = decode_capture_file("/proc/self/fd/" + std::to_string(fd));
+    Run run = decode_capture_file(path);
     analyse(run, AnalysisOptions{});
+    // What the streamed table accepts, it must give as the full analysis does.
+    if (std::optional<StreamedTable> streamed = stream_table(path, AnalysisOptions{}, nullptr)) {
+      if (!same_rows(streamed->run.ops, run.ops)) invariant_broken("the streamed table differs from the full analysis");
+    }
   } catch (const InputError&) {
     // A clear refusal is a correct answer for a file that is not a capture.
   }
@@ -159,9 +183,12 @@ bool send_some(int fd, const std::vector<uint8_t>& bytes) {
   return true;
 }
 
-// Waits (at most 5 s) for the collector's HelloAck, as the inject library does.
+// Waits for the collector's HelloAck. The inject library gives up after 5 s; here the
+// question is whether the Hello is accepted at all, and a loaded machine can stall the
+// collector's thread for seconds (page-cache writeback throttles its writes), so the
+// wait is longer.
 bool accepted(int fd) {
-  timeval limit{5, 0};
+  timeval limit{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   struct {
     wire::MsgHeader header;
@@ -172,10 +199,6 @@ bool accepted(int fd) {
          reply.ack.status == static_cast<uint32_t>(wire::AckStatus::kOk);
 }
 
-[[noreturn]] void invariant_broken(const char* what) {
-  std::fprintf(stderr, "fuzz socket stream: %s\n", what);
-  std::abort();
-}
 
 void socket_stream(const uint8_t* data, size_t size) {
   if (size == 0) return;
@@ -216,7 +239,7 @@ void socket_stream(const uint8_t* data, size_t size) {
     if (!send_some(good, rest)) invariant_broken("the good frame did not go out");
     ::close(good);
     ::close(bad);
-    server.wait_idle(std::chrono::seconds(5));
+    server.wait_idle(std::chrono::seconds(30));
     server.stop();
     writer.close();
     bool found = false;
