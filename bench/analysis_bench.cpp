@@ -3,10 +3,12 @@
 // traces and summary.json, each timed; then events/s for capture -> table and
 // capture -> Kineto JSON, and the peak RSS of the whole analysis.
 //
-//   analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces]
+//   analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces | --streamed]
 //
 // --no-traces skips the Kineto traces (a 100M-event capture makes ~20 GB of them):
-// the table, summary.json and peak RSS figures remain.
+// the table, summary.json and peak RSS figures remain. --streamed times the table
+// made in one streamed pass over the capture (collector/stream_table.h, what
+// `torchprof report --table-only` does) instead, with its peak RSS.
 //
 // "Events" are timeline events after decoding (an NVTX range is one event, as in
 // torch's profiler) plus GPU activity records. Phases are timed in process CPU
@@ -22,6 +24,7 @@
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
+#include "collector/stream_table.h"
 #include "formats/kineto_trace.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"
@@ -99,15 +102,46 @@ int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   return 0;
 }
 
+int run_streamed(const std::string& input) {
+  namespace fs = std::filesystem;
+  std::string capture = fs::is_directory(input) ? (fs::path(input) / "capture.tprof").string() : input;
+  double capture_bytes = static_cast<double>(fs::file_size(capture));
+  auto t0 = Clock::now();
+  std::string why;
+  std::optional<torchprof::StreamedTable> streamed = torchprof::stream_table(capture, torchprof::AnalysisOptions{}, &why);
+  if (!streamed) {
+    std::fprintf(stderr, "analysis_bench: the streamed table does not take this capture: %s\n", why.c_str());
+    return 1;
+  }
+  torchprof::TableRows rows = torchprof::make_table_rows(streamed->run.ops, streamed->run.has_gpu, {"", 100});
+  std::string table = torchprof::render_table(rows);
+  double stream_s = seconds_since(t0);
+  const auto events = static_cast<double>(streamed->events);
+  if (events == 0 || table.empty()) {
+    std::fprintf(stderr, "analysis_bench: no events in %s\n", capture.c_str());
+    return 1;
+  }
+  figure("events", events, "events");
+  figure("passes", streamed->passes, "passes");
+  figure("streamed_s", stream_s, "s");
+  figure("to_table_events_per_s", events / stream_s, "events/s");
+  figure("to_table_us_per_event", stream_s / events * 1e6, "us/event");
+  figure("capture_bytes_per_event", capture_bytes / events, "B/event");
+  figure("peak_rss", peak_rss_mib(), "MiB");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool no_traces = argc == 4 && std::string(argv[3]) == "--no-traces";
-  if (argc != 3 && !no_traces) {
-    std::fprintf(stderr, "usage: analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces]\n");
+  const bool streamed = argc == 4 && std::string(argv[3]) == "--streamed";
+  if (argc != 3 && !no_traces && !streamed) {
+    std::fprintf(stderr, "usage: analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces | --streamed]\n");
     return 2;
   }
   try {
+    if (streamed) return run_streamed(argv[1]);
     return run(argv[1], argv[2], !no_traces);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "analysis_bench: %s\n", e.what());

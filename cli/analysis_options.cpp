@@ -51,6 +51,7 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
 }
 
 void validate_analysis_options(const OutputOptions& options) {
+  if (options.table_only && options.stats) throw UsageError("--stats needs the whole report, not --table-only");
   if (!options.schedule.empty()) {
     std::string error;
     std::string warning;

@@ -30,6 +30,10 @@ int report_one(const ReportOptions& options, OutputOptions out) {
   if (ec) throw InputError("cannot create " + out.out_dir + ": " + ec.message());
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
+  if (out.table_only && result.streamed) log().debug("table streamed from {}", capture);
+  if (out.table_only && !result.streamed) {
+    log().info("table made by the full analysis: {}", result.not_streamed_because);
+  }
   log().debug("results in {}", result.out_dir);
   return 0;
 }
@@ -101,6 +105,9 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
+  app.add_flag("--table-only", options->output.table_only,
+               "Print and write only the table (table.txt), read in one streamed pass whose memory "
+               "does not grow with the capture (NVTX push/pop captures; others are analysed whole)");
   app.add_option("--straggler-threshold", options->straggler_threshold,
                  "Several inputs: a rank whose mean step time is more than this many percent "
                  "above the median rank's is flagged as a straggler")
@@ -135,6 +142,10 @@ int report_command(const ReportOptions& options) {
   out.straggler_threshold_pct = pct->value;
   out.quiet = options.common.quiet;
   out.write_files = true;
+  if (out.table_only) {
+    if (options.inputs.size() > 1) throw UsageError("--table-only takes one capture, not a merged report");
+    if (out.format == "folded") throw UsageError("--format folded needs the whole report, not --table-only");
+  }
   if (options.inputs.size() == 1) return report_one(options, out);
   return report_merged(options, out);
 }

@@ -117,8 +117,13 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
   try {
     const OutputResult result = write_outputs(capture, out, std::cerr);
     if (result.truncated) log().warn("the capture ended early; reported what it holds");
-    const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
-    if (!summary_error.empty()) log().warn("{}", summary_error);
+    if (out.table_only && !result.streamed) {
+      log().info("table made by the full analysis: {}", result.not_streamed_because);
+    }
+    if (!out.table_only) {  // the step summary is made from summary.json
+      const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
+      if (!summary_error.empty()) log().warn("{}", summary_error);
+    }
   } catch (const InputError& e) {
     log().error("cannot analyse {}: {}", capture, e.what());
     return status.exit_code != 0 ? status.exit_code : kExitUsage;
@@ -168,6 +173,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
+  app.add_flag("--table-only", options->output.table_only,
+               "When the program ends, make only the table (table.txt), read in one streamed pass whose "
+               "memory does not grow with the capture; `torchprof report` makes the rest later");
   app.add_flag("--python", options->python,
                "Load the Python bootstrap (one step per optimizer.step()) even when PROGRAM is "
                "not a Python interpreter or script, e.g. a shell script that runs python");

@@ -12,6 +12,7 @@
 #include "collector/analysis.h"
 #include "collector/decode.h"
 #include "collector/rank_steps.h"
+#include "collector/stream_table.h"
 #include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
@@ -192,10 +193,56 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
   return result;
 }
 
+// `report --table-only`: the table and the notes, nothing else.
+OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostream& out) {
+  if (options.format == "folded") throw InputError("--format folded needs the whole report, not --table-only");
+  const TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
+  const std::string printed = options.quiet ? std::string() : render(rows, options.format);
+  OutputResult result;
+  result.target_exit_code = run.exit_code;
+  result.truncated = run.truncated;
+  result.out_dir = options.out_dir;
+  if (options.write_files) {
+    fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+    write_text(dir / "table.txt", options.format == "table" ? printed : render_table(rows));
+  }
+  if (!options.quiet) {
+    out << printed;
+    print_notes(run, out);
+    out.flush();
+  }
+  return result;
+}
+
+OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
+  std::vector<std::string> warnings;
+  const AnalysisOptions analysis = analysis_options(options, warnings);
+  std::string why;
+  std::optional<StreamedTable> streamed = stream_table(capture, analysis, &why);
+  OutputResult result;
+  if (streamed) {
+    Run& run = streamed->run;
+    run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+    result = emit_table(run, options, out);
+    result.streamed = true;
+    return result;
+  }
+  Run run = decode_run(capture, options);
+  analyse(run, analysis);
+  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+  result = emit_table(run, options, out);
+  result.not_streamed_because = why;
+  return result;
+}
+
 }  // namespace
 
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out) {
+  if (options.table_only) return write_table_only(capture_file(capture_path), options, out);
   Run run = decode_run(capture_file(capture_path), options);
   analyse(run, analysis_options(options, run.warnings));
   rename_workers(run, options.worker_name);

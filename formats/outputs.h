@@ -33,15 +33,23 @@ struct OutputOptions {
   double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
                                               // above the median rank's is a straggler
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
+  bool table_only = false;                    // only the table (table.txt): streamed from the
+                                              // capture when collector/stream_table.h takes it
 };
 
 struct OutputResult {
   int target_exit_code = 0;  // as recorded in the capture
   bool truncated = false;    // the capture ended early; what it held was reported
   std::string out_dir;
+  // table_only: whether the table was streamed, and if not, why the capture needed the
+  // full analysis.
+  bool streamed = false;
+  std::string not_streamed_because;
 };
 
-// Throws InputError for captures that cannot be read at all.
+// Throws InputError for captures that cannot be read at all. With table_only, prints
+// what the full report prints for the table (format table, csv, json or markdown) and
+// its notes, and writes only table.txt.
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out);
 

@@ -1,6 +1,7 @@
 """Steps from ProfilerStep# ranges and torch.profiler's schedule (wait, warmup, active,
 repeat, skip_first): step actions, which steps reach ops, one trace per cycle."""
 
+import os
 import re
 
 import tp
@@ -137,6 +138,44 @@ def schedule_acceptance():
     check_eq(tp.op(rep.summary, "forward")["calls"], 4, "forward calls in the report's ops")
 
 
+def table_only():
+    """--table-only: the table alone, streamed from the capture, equal to the full report's;
+    a capture the streamed pass does not take (start/end ranges) gets the full analysis."""
+    sched = ["--schedule", "wait=1,warmup=1,active=2,repeat=2"]
+    r = tp.profile("nvtx_steps", [9, 4, 6, 1], options=sched + ["--table-only"])
+    check_eq(sorted(os.listdir(r.out_dir)), ["capture.tprof", "table.txt"], "files of run --table-only")
+    table = tp.check_torch_table(r.table)
+    check_eq(table.row("ProfilerStep*")["# of Calls"], "4", "ProfilerStep* calls (2 cycles of 2 recorded steps)")
+    check_eq(table.row("forward")["# of Calls"], "4", "forward calls in the recorded steps")
+    full_dir = tp.fresh_dir("table_full")
+    full = tp.run_report([r.out_dir, "-o", full_dir] + sched)
+    check_eq(full.rc, 0, "exit code of the full report")
+    streamed_dir = tp.fresh_dir("table_streamed")
+    streamed = tp.run_report([r.out_dir, "-o", streamed_dir, "--table-only", "--log-level", "debug"] + sched)
+    check_eq(streamed.rc, 0, "exit code of report --table-only")
+    check("table streamed" in streamed.stderr.decode(), f"report --table-only streamed: {streamed.stderr!r}")
+    check_eq(streamed.stdout, full.stdout, "stdout of report --table-only and of the full report")
+    with open(os.path.join(full_dir, "table.txt"), "rb") as a, open(os.path.join(streamed_dir, "table.txt"), "rb") as b:
+        check_eq(b.read(), a.read(), "table.txt of report --table-only and of the full report")
+    check_eq(sorted(os.listdir(streamed_dir)), ["table.txt"], "files of report --table-only")
+    for fmt in ("csv", "json", "markdown"):
+        a = tp.run_report([r.out_dir, "-o", tp.fresh_dir("f"), "--format", fmt] + sched)
+        b = tp.run_report([r.out_dir, "-o", tp.fresh_dir("s"), "--format", fmt, "--table-only"] + sched)
+        check_eq(b.stdout, a.stdout, f"--format {fmt} of report --table-only and of the full report")
+
+    se = tp.profile("nvtx_startend")
+    full = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_full")])
+    whole = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_table"), "--table-only"])
+    check_eq(whole.rc, 0, "exit code of report --table-only on start/end ranges")
+    check("full analysis: it holds start/end ranges" in whole.stderr.decode(),
+          f"report --table-only says why it analysed the capture whole: {whole.stderr!r}")
+    check_eq(whole.stdout, full.stdout, "stdout of report --table-only (full analysis) and of the full report")
+
+    bad = tp.run_report([r.out_dir, "--table-only", "--format", "folded"])
+    check_eq(bad.rc, 2, "exit code of --table-only --format folded")
+    check("--format folded needs the whole report" in bad.stderr.decode(), f"its message: {bad.stderr!r}")
+
+
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in (steps, schedule, schedule_repeat, skip_first,
-                                                       schedule_acceptance)}))
+                                                       schedule_acceptance, table_only)}))
