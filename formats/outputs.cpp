@@ -138,6 +138,23 @@ void print_notes(const Run& run, std::ostream& out) {
   }
 }
 
+OutputResult result_of(const Run& run, const OutputOptions& options) {
+  OutputResult result;
+  result.target_exit_code = run.exit_code;
+  result.truncated = run.truncated;
+  result.out_dir = options.out_dir;
+  return result;
+}
+
+// The output directory, made when it does not exist yet.
+fs::path made_out_dir(const OutputOptions& options) {
+  fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+  return dir;
+}
+
 // Everything a run leaves behind, from an analysed run: `ranks` only for merged reports.
 OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& out, const RankReport* ranks) {
   // Everything that can reject the options runs before any file is written.
@@ -157,15 +174,9 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     printed = rendered(options.format);
   }
 
-  OutputResult result;
-  result.target_exit_code = run.exit_code;
-  result.truncated = run.truncated;
-  result.out_dir = options.out_dir;
+  const OutputResult result = result_of(run, options);
   if (options.write_files) {
-    fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+    const fs::path dir = made_out_dir(options);
     std::vector<std::string> traces;
     for (const TraceFile& f : write_kineto_traces(
              run, {(dir / "traces").string(), options.gzip, /*worker_name=*/""})) {
@@ -198,16 +209,10 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   if (options.format == "folded") throw InputError("--format folded needs the whole report, not --table-only");
   const TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
   const std::string printed = options.quiet ? std::string() : render(rows, options.format);
-  OutputResult result;
-  result.target_exit_code = run.exit_code;
-  result.truncated = run.truncated;
-  result.out_dir = options.out_dir;
+  const OutputResult result = result_of(run, options);
   if (options.write_files) {
-    fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
-    write_text(dir / "table.txt", options.format == "table" ? printed : render_table(rows));
+    const bool same = options.format == "table" && !options.quiet;
+    write_text(made_out_dir(options) / "table.txt", same ? printed : render_table(rows));
   }
   if (!options.quiet) {
     out << printed;

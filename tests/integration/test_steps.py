@@ -158,6 +158,11 @@ def table_only():
     with open(os.path.join(full_dir, "table.txt"), "rb") as a, open(os.path.join(streamed_dir, "table.txt"), "rb") as b:
         check_eq(b.read(), a.read(), "table.txt of report --table-only and of the full report")
     check_eq(sorted(os.listdir(streamed_dir)), ["table.txt"], "files of report --table-only")
+    quiet_dir = tp.fresh_dir("table_quiet")
+    quiet = tp.run_report([r.out_dir, "-o", quiet_dir, "--table-only", "-q"] + sched)
+    check_eq(quiet.stdout, b"", "stdout of report --table-only -q")
+    with open(os.path.join(full_dir, "table.txt"), "rb") as a, open(os.path.join(quiet_dir, "table.txt"), "rb") as b:
+        check_eq(b.read(), a.read(), "table.txt of report --table-only -q and of the full report")
     for fmt in ("csv", "json", "markdown"):
         a = tp.run_report([r.out_dir, "-o", tp.fresh_dir("f"), "--format", fmt] + sched)
         b = tp.run_report([r.out_dir, "-o", tp.fresh_dir("s"), "--format", fmt, "--table-only"] + sched)
