@@ -31,6 +31,9 @@ int report_one(const ReportOptions& options, OutputOptions out) {
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
   if (out.table_only && result.streamed) log().debug("table streamed from {}", capture);
+  if (!result.only_table_because.empty()) {
+    log().warn("{}: made only the table: {}", capture, result.only_table_because);
+  }
   if (out.table_only && !result.streamed) {
     log().info("table made by the full analysis: {}", result.not_streamed_because);
   }

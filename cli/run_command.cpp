@@ -120,7 +120,11 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
     if (out.table_only && !result.streamed) {
       log().info("table made by the full analysis: {}", result.not_streamed_because);
     }
-    if (!out.table_only) {  // the step summary is made from summary.json
+    if (!result.only_table_because.empty()) {
+      log().warn("made only the table: {}; `torchprof report {}` on a machine with more memory makes the rest",
+                 result.only_table_because, dir);
+    }
+    if (!out.table_only && result.only_table_because.empty()) {  // the step summary reads summary.json
       const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
       if (!summary_error.empty()) log().warn("{}", summary_error);
     }

@@ -3,13 +3,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "collector/analysis.h"
+#include "collector/capture_reader.h"
+#include "collector/capture_scan.h"
 #include "collector/decode.h"
 #include "collector/rank_steps.h"
 #include "collector/stream_table.h"
@@ -222,6 +226,69 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   return result;
 }
 
+// Memory the full analysis takes per record slot of a capture: a range (two slots)
+// becomes a 120-byte Event, plus the vectors' slack and the GPU records.
+constexpr uint64_t kAnalysisBytesPerSlot = 64;
+// A capture holds at least this many bytes per slot (repetitive NVTX traffic, delta frames).
+constexpr double kMinCaptureBytesPerSlot = 0.25;
+
+// MemAvailable, capped by the cgroup's limit (cgroup v2); 0 when unknown.
+uint64_t available_memory() {
+  uint64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  uint64_t limit = 0;
+  uint64_t current = 0;
+  if ((std::ifstream("/sys/fs/cgroup/memory.max") >> limit) && (std::ifstream("/sys/fs/cgroup/memory.current") >> current)) {
+    const uint64_t room = limit > current ? limit - current : 0;
+    if (available == 0 || room < available) available = room;
+  }
+  return available;
+}
+
+std::string size_text(double bytes) {
+  char text[32];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  }
+  return text;
+}
+
+// Why the full analysis of `capture` would not fit in memory ("" when it would, or when
+// that is not known).
+std::string too_big_to_analyse(const std::string& capture, const OutputOptions& options) {
+  if (options.max_analysis_bytes == 0) return {};
+  const uint64_t budget = options.max_analysis_bytes > 0 ? static_cast<uint64_t>(options.max_analysis_bytes)
+                                                         : available_memory();
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(capture, ec);
+  if (budget == 0 || ec) return {};
+  if (static_cast<double>(size) / kMinCaptureBytesPerSlot * kAnalysisBytesPerSlot < static_cast<double>(budget)) {
+    return {};  // fits whatever its frames hold
+  }
+  CaptureReader reader(capture);
+  Run scanned_run;
+  uint64_t slots = 0;
+  for (const auto& conn : scan_capture(reader, scanned_run).conns) {
+    for (const FrameRef& ref : conn->frames) slots += ref.slots;
+  }
+  const double need = static_cast<double>(slots) * kAnalysisBytesPerSlot;
+  if (need <= static_cast<double>(budget)) return {};
+  return "its full analysis would need about " + size_text(need) + " of memory (" + std::to_string(slots) +
+         " records), more than the " + size_text(static_cast<double>(budget)) +
+         (options.max_analysis_bytes > 0 ? " of --max-analysis-memory" : " available");
+}
+
 OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
   std::vector<std::string> warnings;
   const AnalysisOptions analysis = analysis_options(options, warnings);
@@ -247,8 +314,28 @@ OutputResult write_table_only(const std::string& capture, const OutputOptions& o
 
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out) {
-  if (options.table_only) return write_table_only(capture_file(capture_path), options, out);
-  Run run = decode_run(capture_file(capture_path), options);
+  const std::string capture = capture_file(capture_path);
+  if (options.table_only) return write_table_only(capture, options, out);
+  std::string memory_warning;
+  if (std::string why = too_big_to_analyse(capture, options); !why.empty()) {
+    // The streamed table fits in any memory; a capture it does not take is analysed
+    // whole all the same.
+    std::vector<std::string> warnings;
+    const AnalysisOptions analysis = analysis_options(options, warnings);
+    std::string not_streamed;
+    if (std::optional<StreamedTable> streamed = stream_table(capture, analysis, &not_streamed)) {
+      Run& run = streamed->run;
+      run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+      OutputResult result = emit_table(run, options, out);
+      result.streamed = true;
+      result.only_table_because = why;
+      return result;
+    }
+    memory_warning = why + "; analysed whole all the same, since the streamed table does not take it (" +
+                     not_streamed + ")";
+  }
+  Run run = decode_run(capture, options);
+  if (!memory_warning.empty()) run.warnings.push_back(memory_warning);
   analyse(run, analysis_options(options, run.warnings));
   rename_workers(run, options.worker_name);
   return emit(run, options, out, /*ranks=*/nullptr);

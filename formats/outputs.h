@@ -35,6 +35,9 @@ struct OutputOptions {
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
   bool table_only = false;                    // only the table (table.txt): streamed from the
                                               // capture when collector/stream_table.h takes it
+  int64_t max_analysis_bytes = -1;            // one capture whose full analysis would need more
+                                              // gets only the streamed table; -1 = the memory
+                                              // available now, 0 = no limit
 };
 
 struct OutputResult {
@@ -45,6 +48,8 @@ struct OutputResult {
   // full analysis.
   bool streamed = false;
   std::string not_streamed_because;
+  // Set when only the table was made because the full analysis would not fit in memory.
+  std::string only_table_because;
 };
 
 // Throws InputError for captures that cannot be read at all. With table_only, prints

@@ -181,6 +181,23 @@ def table_only():
     check("--format folded needs the whole report" in bad.stderr.decode(), f"its message: {bad.stderr!r}")
 
 
+def memory_guard():
+    """A capture whose full analysis would not fit in --max-analysis-memory gets the streamed
+    table alone, and a warning; the full report is still there for the asking."""
+    r = tp.profile("nvtx_steps", [6, 4, 6, 1], options=["--max-analysis-memory", "1KB"])
+    check_eq(sorted(os.listdir(r.out_dir)), ["capture.tprof", "table.txt"], "files of a run over its memory")
+    check("made only the table" in r.stderr_text and "--max-analysis-memory" in r.stderr_text,
+          f"the run says why it made only the table: {r.stderr_text!r}")
+    table = tp.check_torch_table(r.table)
+    check_eq(table.row("ProfilerStep*")["# of Calls"], "6", "ProfilerStep* calls in the streamed table")
+    again = tp.fresh_dir("memory_guard")
+    full = tp.run_report([r.out_dir, "-o", again, "--max-analysis-memory", "0", "-q"])
+    check_eq(full.rc, 0, "exit code of report --max-analysis-memory 0")
+    check(os.path.isfile(os.path.join(again, "summary.json")), "report --max-analysis-memory 0 writes summary.json")
+    bad = tp.run_report([r.out_dir, "--max-analysis-memory", "lots"])
+    check_eq(bad.rc, 2, "exit code of --max-analysis-memory lots")
+
+
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in (steps, schedule, schedule_repeat, skip_first,
-                                                       schedule_acceptance, table_only)}))
+                                                       schedule_acceptance, table_only, memory_guard)}))
