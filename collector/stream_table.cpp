@@ -86,8 +86,7 @@ struct Thread {
   uint64_t seq = 0;
   uint64_t dropped = 0;
   uint32_t next_seq = 0;
-  std::ptrdiff_t cursor = 0;
-  bool located = false;
+  std::ptrdiff_t cursor = 0;  // StepLocator's, for this thread's pushes
   bool nvtx_named = false;
 };
 
@@ -295,9 +294,7 @@ class ConnPass {
 
   int32_t step_of(Thread& t, int64_t start) {
     if (locator_ == nullptr) return 0;
-    const int32_t step = locator_->step_of(start, t.cursor, !t.located);
-    t.located = true;
-    return step;
+    return locator_->step_of(start, t.cursor, /*restart=*/t.cursor == 0);
   }
 
   void push(const wire::Record& r, uint32_t tid, Thread& thread) {

@@ -289,23 +289,30 @@ std::string too_big_to_analyse(const std::string& capture, const OutputOptions& 
          (options.max_analysis_bytes > 0 ? " of --max-analysis-memory" : " available");
 }
 
-OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
+// The streamed table's output, when stream_table() takes the capture (else `why` says
+// why not).
+std::optional<OutputResult> emit_streamed_table(const std::string& capture, const OutputOptions& options,
+                                                std::ostream& out, std::string* why) {
   std::vector<std::string> warnings;
   const AnalysisOptions analysis = analysis_options(options, warnings);
+  std::optional<StreamedTable> streamed = stream_table(capture, analysis, why);
+  if (!streamed) return std::nullopt;
+  Run& run = streamed->run;
+  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+  OutputResult result = emit_table(run, options, out);
+  result.streamed = true;
+  return result;
+}
+
+OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
   std::string why;
-  std::optional<StreamedTable> streamed = stream_table(capture, analysis, &why);
-  OutputResult result;
-  if (streamed) {
-    Run& run = streamed->run;
-    run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
-    result = emit_table(run, options, out);
-    result.streamed = true;
-    return result;
-  }
+  if (std::optional<OutputResult> result = emit_streamed_table(capture, options, out, &why)) return *result;
+  std::vector<std::string> warnings;
+  const AnalysisOptions analysis = analysis_options(options, warnings);
   Run run = decode_run(capture, options);
   analyse(run, analysis);
   run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
-  result = emit_table(run, options, out);
+  OutputResult result = emit_table(run, options, out);
   result.not_streamed_because = why;
   return result;
 }
@@ -320,16 +327,10 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
   if (std::string why = too_big_to_analyse(capture, options); !why.empty()) {
     // The streamed table fits in any memory; a capture it does not take is analysed
     // whole all the same.
-    std::vector<std::string> warnings;
-    const AnalysisOptions analysis = analysis_options(options, warnings);
     std::string not_streamed;
-    if (std::optional<StreamedTable> streamed = stream_table(capture, analysis, &not_streamed)) {
-      Run& run = streamed->run;
-      run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
-      OutputResult result = emit_table(run, options, out);
-      result.streamed = true;
-      result.only_table_because = why;
-      return result;
+    if (std::optional<OutputResult> result = emit_streamed_table(capture, options, out, &not_streamed)) {
+      result->only_table_because = why;
+      return *result;
     }
     memory_warning = why + "; analysed whole all the same, since the streamed table does not take it (" +
                      not_streamed + ")";
