@@ -39,7 +39,7 @@ void aggregate_ops(Run& run, bool group_by_input_shape = false);
 // Number of saved cycles (trace files) of a process after compute_steps().
 int cycle_count(const Process& proc);
 
-const char* step_action_name(StepAction action);
+const char* step_action_name(StepAction action);  // none|warmup|record|record_and_save
 
 // torch renames ProfilerStep#N to ProfilerStep* before grouping its rows; so does analyse().
 constexpr std::string_view kStepNamePrefix = "ProfilerStep#";
@@ -67,6 +67,6 @@ class StepLocator {
  private:
   const std::vector<Step>& steps_;
   std::vector<int64_t> furthest_end_;  // [k]: latest end among steps 0..k
-};  // none|warmup|record|record_and_save
+};
 
 }  // namespace torchprof

@@ -222,4 +222,20 @@ void apply_launcher_view(Run& run, const ScanResult& scan) {
   }
 }
 
+void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Process& proc) {
+  auto warn = [&](uint64_t count, const char* what) {
+    if (count > 0) proc.warnings.push_back(std::to_string(count) + " " + what);
+  };
+  warn(losses.bad_frames, "frames could not be decompressed and were skipped");
+  warn(losses.cut_records, "frames ended inside a record");
+  warn(losses.lost_frames, "frames missing (sequence gap)");
+  warn(losses.unmatched_pops, "pops without a matching push were ignored");
+  warn(losses.pending_ends, "range ends without a matching start were ignored");
+  warn(losses.unterminated, "ranges never ended; closed at the last timestamp of their thread");
+  warn(losses.unknown_strings, "records name strings that were never defined");
+  if (!conn.bye && conn.closed && !conn.frames.empty()) {
+    proc.warnings.push_back("image " + conn.exe + " ended without saying goodbye (killed?)");
+  }
+}
+
 }  // namespace torchprof

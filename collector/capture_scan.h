@@ -57,6 +57,20 @@ inline int64_t record_epoch_ns(const wire::Hello& hello, uint64_t ts) {
   return t < base - kMaxSpanNs ? base - kMaxSpanNs : (t > base + kMaxSpanNs ? base + kMaxSpanNs : t);
 }
 
+// What decoding one image could not use, counted; add_decode_warnings() words them.
+struct DecodeLosses {
+  uint64_t bad_frames = 0;
+  uint64_t cut_records = 0;
+  uint64_t lost_frames = 0;
+  uint64_t unmatched_pops = 0;
+  uint64_t pending_ends = 0;
+  uint64_t unterminated = 0;
+  uint64_t unknown_strings = 0;
+};
+
+// The process's warnings about an image's losses, and about its missing goodbye.
+void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Process& proc);
+
 // The process's identity from its image's Hello and environment (rank, worker name, …).
 void apply_identity(const ConnInput& conn, Process& proc);
 // Exit code or signal from a Bye.

@@ -477,10 +477,6 @@ class ConnDecoder {
     return end;
   }
 
-  void warn(uint64_t count, const std::string& what) {
-    if (count > 0) proc_.warnings.push_back(std::to_string(count) + " " + what);
-  }
-
   void finish() {
     uint64_t thread_dropped = 0;
     for (auto& [tid, state] : threads_) {
@@ -499,17 +495,10 @@ class ConnDecoder {
     if (last_ts_ != std::numeric_limits<int64_t>::min() || conn_.bye) {
       proc_.end_ns = std::max(proc_.end_ns, image_end());
     }
-    warn(bad_frames_, "frames could not be decompressed and were skipped");
-    warn(cut_records_, "frames ended inside a record");
-    warn(lost_frames_, "frames missing (sequence gap)");
-    warn(unmatched_pops_, "pops without a matching push were ignored");
-    warn(pending_ends_.size(), "range ends without a matching start were ignored");
-    warn(unterminated_, "ranges never ended; closed at the last timestamp of their thread");
-    warn(unknown_strings_, "records name strings that were never defined");
-    if (!conn_.bye && conn_.closed && !conn_.frames.empty()) {
-      proc_.warnings.push_back("image " + conn_.exe +
-                               " ended without saying goodbye (killed?)");
-    }
+    add_decode_warnings(conn_,
+                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pending_ends_.size(),
+                         unterminated_, unknown_strings_},
+                        proc_);
   }
 
   CaptureReader& reader_;

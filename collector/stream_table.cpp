@@ -125,25 +125,15 @@ class ConnPass {
     }
   }
 
-  // Warnings and the dropped count, in decode's words and order (first pass only).
+  // Warnings and the dropped count, as decode gives them (first pass only).
   void report(Process& proc) const {
-    auto warn = [&](uint64_t count, const char* what) {
-      if (count > 0) proc.warnings.push_back(std::to_string(count) + " " + what);
-    };
     uint64_t thread_dropped = 0;
     for (const auto& [tid, thread] : threads_) thread_dropped += thread.dropped;
     proc.dropped += std::max<uint64_t>(conn_.bye ? conn_.bye->dropped : 0, thread_dropped);
     uint64_t unknown = 0;
     for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
-    warn(bad_frames_, "frames could not be decompressed and were skipped");
-    warn(cut_records_, "frames ended inside a record");
-    warn(lost_frames_, "frames missing (sequence gap)");
-    warn(unmatched_pops_, "pops without a matching push were ignored");
-    warn(unterminated_, "ranges never ended; closed at the last timestamp of their thread");
-    warn(unknown, "records name strings that were never defined");
-    if (!conn_.bye && conn_.closed && !conn_.frames.empty()) {
-      proc.warnings.push_back("image " + conn_.exe + " ended without saying goodbye (killed?)");
-    }
+    add_decode_warnings(conn_, {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, 0, unterminated_, unknown},
+                        proc);
   }
 
   // The text an event of string `id` is named by once every frame has been read.
