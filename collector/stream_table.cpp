@@ -117,9 +117,7 @@ class ConnPass {
   void finish() {
     for (auto& [tid, thread] : threads_) {
       while (!thread.stack.empty()) {
-        Open o = thread.stack.back();
-        thread.stack.pop_back();
-        close(thread, tid, o, std::max(o.start, thread.last_ts));
+        close_top(thread, tid, std::max(thread.stack.back().start, thread.last_ts));
         ++unterminated_;
       }
     }
@@ -297,14 +295,17 @@ class ConnPass {
     use_attr(r.domain, r.a);
     NameState& n = use_name(r.name);  // last: the others may grow names_
     last_domain_ = r.domain;
-    Open o;
+    const uint64_t seq = thread.seq++;
+    const int32_t step = step_of(thread, ts);
+    const int32_t cand = steps_ == nullptr && maybe_marker(r.name, n) ? candidate(tid, seq, ts, r.name, false) : -1;
+    // Filled in place, field by field, as close_top() reads it.
+    Open& o = thread.stack.emplace_back();
     o.start = ts;
-    o.seq = thread.seq++;
+    o.seq = seq;
     o.id = r.name;
-    o.step = step_of(thread, ts);
+    o.step = step;
+    o.candidate = cand;
     o.domain = r.domain;
-    if (steps_ == nullptr && maybe_marker(r.name, n)) o.candidate = candidate(tid, o.seq, ts, r.name, false);
-    thread.stack.push_back(o);
     ++events_;
   }
 
@@ -319,9 +320,7 @@ class ConnPass {
       ++unmatched_pops_;
       return;
     }
-    const Open o = stack.back();
-    stack.pop_back();
-    close(thread, tid, o, ts);
+    close_top(thread, tid, ts);
     thread.last_close_ts = ts;
   }
 
@@ -337,17 +336,26 @@ class ConnPass {
     ++events_;
   }
 
-  // `o` has left the stack: its self time is final and its parent (the new top) holds it.
-  void close(Thread& thread, uint32_t tid, const Open& o, int64_t end) {
+  // Ends the range on top of the stack at `end`: its self time is final and its parent
+  // (the one below) holds it. The range is read in place, one field at a time: a
+  // copy of the whole would load at once what push() has just stored field by field.
+  void close_top(Thread& thread, uint32_t tid, int64_t end) {
+    auto& stack = thread.stack;
+    const Open& o = stack.back();
     const int64_t dur = end - o.start;
-    if (!thread.stack.empty()) thread.stack.back().children += dur;
+    const int64_t self = std::max<int64_t>(0, dur - o.children);
+    const uint32_t id = o.id;
+    const uint64_t seq = o.seq;
+    const int32_t step = o.step;
     if (o.candidate >= 0) candidates_[o.candidate].end = end;
-    if (steps_ != nullptr && (o.step < 0 || !recorded((*steps_)[o.step].action))) return;
-    NameState& n = names_[o.id];
+    stack.pop_back();
+    if (!stack.empty()) stack.back().children += dur;
+    if (steps_ != nullptr && (step < 0 || !recorded((*steps_)[step].action))) return;
+    NameState& n = names_[id];
     ++n.calls;
     n.total_ns += dur;
-    n.self_ns += std::max<int64_t>(0, dur - o.children);
-    const FirstUse here{process_, tid, o.seq};
+    n.self_ns += self;
+    const FirstUse here{process_, tid, seq};
     if (n.calls == 1 || here.key() < n.first.key()) n.first = here;
   }
 

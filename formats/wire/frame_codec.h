@@ -28,6 +28,7 @@
 // into almost nothing; what is left is mostly the timestamps' jitter.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,6 +36,9 @@
 #include "formats/wire/wire.h"
 
 namespace torchprof::wire::codec {
+
+// delta_decode writes a record's first four fields as one little-endian word.
+static_assert(std::endian::native == std::endian::little);
 
 // Varints of up to 64 bits: at most 10 bytes.
 constexpr size_t kMaxVarint = 10;
@@ -265,28 +269,34 @@ inline DecodeStatus delta_decode(const uint8_t* in, size_t size, uint8_t* out, u
                name > 0xffffffffu) {
       return DecodeStatus::kBadColumn;
     }
-    Record r;
-    r.kind = kinds[h];
-    r.extra = extras[h];
-    r.domain = static_cast<uint16_t>(domain);
-    r.name = static_cast<uint32_t>(name);
-    r.ts = prev_ts + unzigzag(dts);
-    prev_ts = r.ts;
-    if (a_is_end_time(r.kind)) {
-      r.a = r.ts + unzigzag(da);
+    const uint8_t kind = kinds[h];
+    const uint8_t extra = extras[h];
+    const uint64_t ts = prev_ts + unzigzag(dts);
+    prev_ts = ts;
+    uint64_t a;
+    if (a_is_end_time(kind)) {
+      a = ts + unzigzag(da);
     } else {
-      r.a = prev_a[r.kind] + unzigzag(da);
-      prev_a[r.kind] = r.a;
+      a = prev_a[kind] + unzigzag(da);
+      prev_a[kind] = a;
     }
-    r.b = prev_b[r.kind] + unzigzag(db);
-    prev_b[r.kind] = r.b;
-    std::memcpy(out + size_t{slot} * kSlotSize, &r, sizeof r);
-    if (r.extra == 0) {
+    const uint64_t b = prev_b[kind] + unzigzag(db);
+    prev_b[kind] = b;
+    // The slot is written as four 8-byte words in Record's layout (wire.h). Building a
+    // Record on the stack and copying it stalls: its narrow stores cannot be forwarded
+    // to the wide loads of the copy.
+    const uint64_t word0 = uint64_t{kind} | uint64_t{extra} << 8 | domain << 16 | name << 32;
+    uint8_t* const slot_out = out + size_t{slot} * kSlotSize;
+    std::memcpy(slot_out + offsetof(Record, kind), &word0, 8);
+    std::memcpy(slot_out + offsetof(Record, ts), &ts, 8);
+    std::memcpy(slot_out + offsetof(Record, a), &a, 8);
+    std::memcpy(slot_out + offsetof(Record, b), &b, 8);
+    if (extra == 0) {
       ++slot;
       continue;
     }
     uint32_t more = n - slot - 1;
-    uint32_t follow = r.extra < more ? r.extra : more;
+    uint32_t follow = extra < more ? extra : more;
     // The continuation column holds exactly the slots the heads claim; a damaged
     // `extra` must not read past it (the slots left for later heads).
     if (size_t{follow} * kSlotSize > static_cast<size_t>(cont_end - cont)) return DecodeStatus::kBadLayout;
