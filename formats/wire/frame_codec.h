@@ -28,6 +28,7 @@
 // into almost nothing; what is left is mostly the timestamps' jitter.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -247,13 +248,21 @@ inline DecodeStatus delta_decode(const uint8_t* in, size_t size, uint8_t* out, u
   std::memset(prev_b, 0, sizeof prev_b);
   uint64_t prev_ts = 0;
   uint32_t slot = 0;
+  // Away from a column's end every varint is whole (at most kMaxVarint bytes), so
+  // most heads read without bounds checks: with k * kMaxVarint bytes left in every
+  // column, the next k heads are safe.
+  auto safe_heads = [&] {
+    size_t k = static_cast<size_t>(col_end[0] - col[0]);
+    for (int c = 1; c < 5; ++c) k = std::min(k, static_cast<size_t>(col_end[c] - col[c]));
+    return k / kMaxVarint;
+  };
+  size_t unchecked = 0;
   for (uint64_t h = 0; h < heads; ++h) {
     if (slot >= n) return DecodeStatus::kBadLayout;
     uint64_t domain, name, dts, da, db;
-    // Away from a column's end every varint is whole (at most kMaxVarint bytes), so
-    // most heads read without bounds checks.
-    auto room = [&](int c) { return static_cast<size_t>(col_end[c] - col[c]) >= kMaxVarint; };
-    if (room(0) && room(1) && room(2) && room(3) && room(4)) {
+    if (unchecked == 0) unchecked = safe_heads();
+    if (unchecked > 0) {
+      --unchecked;
       if ((col[0] = get_varint_unbounded(col[0], domain)) == nullptr ||
           (col[1] = get_varint_unbounded(col[1], name)) == nullptr ||
           (col[2] = get_varint_unbounded(col[2], dts)) == nullptr ||
