@@ -231,8 +231,14 @@ class ConnPass {
   }
 
   NameState& name(uint32_t id) {
+    if (id < names_.size()) [[likely]]
+      return names_[id];
+    return grow_names(id);
+  }
+
+  [[gnu::noinline]] NameState& grow_names(uint32_t id) {
     if (id >= kMaxStringId) throw Refusal{"a string id is out of range"};
-    if (id >= names_.size()) names_.resize(std::max<size_t>(id + 1, names_.size() * 2));
+    names_.resize(std::max<size_t>(id + 1, names_.size() * 2));
     return names_[id];
   }
 
@@ -260,9 +266,12 @@ class ConnPass {
 
   bool maybe_marker(uint32_t id, NameState& n) {
     if (id != 0 && !n.defined) return true;  // decided once its text is known
-    if (n.marker < 0) n.marker = std::regex_search(final_text(id), marker_) ? 1 : 0;
+    if (n.marker < 0) [[unlikely]]
+      n.marker = matches_marker(id) ? 1 : 0;
     return n.marker == 1;
   }
+
+  [[gnu::noinline]] bool matches_marker(uint32_t id) const { return std::regex_search(final_text(id), marker_); }
 
   static void touch(Thread& t, int64_t ts) { t.last_ts = std::max(t.last_ts, ts); }
 
