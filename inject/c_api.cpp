@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "inject/clock.h"
 #include "inject/cupti_tracer.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
@@ -67,7 +68,9 @@ TORCHPROF_EXPORT int torchprof_op_pop(void) {
 // A step that already ended (the Python bootstrap's ProfilerStep#k, one per
 // optimizer.step()), timed on CLOCK_MONOTONIC as time.monotonic_ns() is. It goes
 // into the "torchprof" domain so it can be told from the program's own markers, and
-// is not recorded once the program has named its own ProfilerStep# ranges.
+// is not recorded once the program has named its own ProfilerStep# ranges. Its times
+// move onto the records' clock by that clock's distance from CLOCK_MONOTONIC now
+// (a few hundred nanoseconds where now_ns() reads the TSC, clock.h).
 TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono_ns, uint64_t end_mono_ns) {
   tpi::CallbackGuard guard;
   if (!guard.entered() || tpi::program_marks_steps()) return;
@@ -75,7 +78,11 @@ TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono
   if (tb == nullptr) return;
   static constexpr char kDomain[] = "torchprof";
   const uint16_t domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
-  tpi::record_range(tb, domain, tpi::ascii_name(name), start_mono_ns, end_mono_ns);
+  const uint64_t ours_before = tpi::now_ns();
+  const uint64_t mono = tpi::monotonic_ns();
+  const uint64_t ours_after = tpi::now_ns();
+  const uint64_t offset = ours_before + (ours_after - ours_before) / 2 - mono;  // modulo 2^64: either sign
+  tpi::record_range(tb, domain, tpi::ascii_name(name), start_mono_ns + offset, end_mono_ns + offset);
 }
 
 // Called by the CUDA driver at cuInit when CUDA_INJECTION64_PATH names us. GPU

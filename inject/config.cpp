@@ -89,6 +89,8 @@ void load_config() {
   c.exit_timeout_ms = read_u32(env::kExitTimeoutMs, 2000, 0, 600000);
   const char* encoding = getenv(env::kFrameEncoding);
   c.delta_frames = encoding == nullptr || strcmp(encoding, "raw") != 0;
+  const char* clock = getenv(env::kClock);
+  c.tsc_clock = clock == nullptr || strcmp(clock, "monotonic") != 0;
   const char* trace = getenv(env::kTrace);
   c.trace_nvtx = trace_lists(trace, "nvtx");
   c.trace_cuda = trace_lists(trace, "cuda");

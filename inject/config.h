@@ -23,6 +23,7 @@ struct Config {
   uint32_t flush_ms = 20;
   uint32_t exit_timeout_ms = 2000;
   bool delta_frames = true;         // TORCHPROF_FRAME_ENCODING is not "raw"
+  bool tsc_clock = true;            // TORCHPROF_CLOCK is not "monotonic"
   bool trace_nvtx = true;           // TORCHPROF_TRACE lists nvtx (or is unset)
   bool trace_cuda = true;           // … cuda: runtime/driver API calls (CUPTI callbacks)
   bool trace_gpu = true;            // … gpu: kernels, copies, sets, syncs (CUPTI activity)

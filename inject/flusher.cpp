@@ -17,6 +17,7 @@
 
 #include "formats/wire/frame_codec.h"
 #include "inject/clock.h"
+#include "inject/tsc_clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
 #include "inject/cupti_activity.h"
@@ -110,12 +111,19 @@ void Flusher::run() {
   packed_.resize(ZSTD_compressBound(wire::codec::max_encoded_size(kFrameSlots)));
   snapshot_.reserve(64);
   dead_.reserve(64);
+  const char* no_tsc = config().tsc_clock ? tsc_clock_unavailable() : "TORCHPROF_CLOCK=monotonic";
+  if (no_tsc != nullptr) notice(LogLevel::kInfo, "clock: CLOCK_MONOTONIC on every read (%s)", no_tsc);
+  if (no_tsc == nullptr) tsc_clock_tick();  // the first pair of the calibration
   conn_.ensure(config(), now_ns());  // Hello right away: the collector learns of us early
   const uint64_t period_ns = uint64_t{config().flush_ms} * 1000000ull;
   for (;;) {
-    uint64_t wake_at = now_ns() + period_ns;
+    uint64_t wake_at = monotonic_ns() + period_ns;
     timespec abs{static_cast<time_t>(wake_at / 1000000000ull), static_cast<long>(wake_at % 1000000000ull)};
     while (sem_clockwait(&ps_->wake, CLOCK_MONOTONIC, &abs) != 0 && errno == EINTR) {
+    }
+    if (no_tsc == nullptr && tsc_clock_tick()) {
+      const double ghz = 4294967296.0 / static_cast<double>(tsc_clock_map().mult);
+      notice(LogLevel::kInfo, "clock: the TSC (%.4f GHz), kept on CLOCK_MONOTONIC", ghz);
     }
     while (sem_trywait(&ps_->wake) == 0) {  // one drain answers every pending wake
     }

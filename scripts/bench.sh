@@ -100,6 +100,7 @@ big_kb=$(( (pairs * 2 * 32 * 2) / 1024 + 1024 ))
 TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big"
 TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot2big" -- "$bb/nvtx_pairs" "$pairs" 2 >"$work/tp2big"
 TORCHPROF_FRAME_ENCODING=raw TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1raw" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1raw"
+TORCHPROF_CLOCK=monotonic TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1mono" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1mono"
 
 none=$(val "$work/none" pair_ns)
 fc=$(val "$work/floor_clock" pair_ns)
@@ -113,6 +114,8 @@ row hot floor_clock_gettime "$fc" ns/pair "bare injection, (ts, name ptr) to a T
 row hot floor_rdtsc "$fr" ns/pair "same with rdtsc"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
 row hot torchprof_ring_fits_all "$tpb" ns/pair "x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
+tpm=$(val "$work/tp1mono" pair_ns)
+row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
 # The flusher's share: process CPU minus the program thread's own, per pair (2 records).
 fl_delta=$(calc "$(val "$work/tp1big" process_cpu_ns_per_pair) - $tpb")

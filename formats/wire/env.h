@@ -24,6 +24,10 @@ constexpr const char* kCuptiLib = "TORCHPROF_CUPTI_LIB";
 // How the flusher encodes frames: "delta" (default: delta transform, then zstd) or
 // "raw" (zstd of the slots as they are, protocol 1's only encoding; for comparison).
 constexpr const char* kFrameEncoding = "TORCHPROF_FRAME_ENCODING";
+// The clock of CPU records: "tsc" (default: the TSC, calibrated against and kept on
+// CLOCK_MONOTONIC, where the kernel's clocksource is the TSC) or "monotonic"
+// (clock_gettime(CLOCK_MONOTONIC) on every read).
+constexpr const char* kClock = "TORCHPROF_CLOCK";
 // Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
 constexpr const char* kTrace = "TORCHPROF_TRACE";
 // PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes" and

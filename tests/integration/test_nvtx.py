@@ -2,6 +2,7 @@
 non-ASCII names, start/end across threads, and process trees."""
 
 import collections
+import platform
 import re
 
 import tp
@@ -18,6 +19,31 @@ def nested():
     check_durations(r, truth, "outer")
     check_eq(len(tp.all_trace_events(r, name="checkpoint")), 3, "checkpoint marks in the traces")
     tp.validate_traces(r, ["outer", "inner", "leaf"])
+
+
+def clocks():
+    """Both clocks of the records (TORCHPROF_CLOCK): ranges last what the program
+    measured with clock_gettime, across the TSC map's recalibrations (every 25 ms), and
+    --log-level info says which clock the process used."""
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource", encoding="ascii") as f:
+            tsc_here = platform.machine() == "x86_64" and f.read().strip() == "tsc"
+    except OSError:
+        tsc_here = False
+    for clock in ("tsc", "monotonic"):
+        r = tp.profile("nvtx_nested", [3, 4, 10, 5, 4], options=["--log-level", "info"],
+                       env={"TORCHPROF_CLOCK": clock})
+        s, truth = r.summary, tp.load_truth(r)
+        check_op_truth(s, truth, "outer", 3)
+        check_op_truth(s, truth, "leaf", 12)
+        check_durations(r, truth, "outer")
+        check_durations(r, truth, "leaf")
+        said = [line for line in r.stderr_text.splitlines() if line.startswith("torchprof: clock:")]
+        if clock == "tsc" and tsc_here:
+            check(len(said) == 1 and "the TSC" in said[0], f"TORCHPROF_CLOCK=tsc: the TSC should be used: {said}")
+        else:
+            check(len(said) == 1 and "CLOCK_MONOTONIC on every read" in said[0],
+                  f"TORCHPROF_CLOCK={clock}: clock_gettime should be used: {said}")
 
 
 def check_durations(result, truth, name):
@@ -153,5 +179,5 @@ def fork_exec():
 
 
 if __name__ == "__main__":
-    raise SystemExit(tp.main({f.__name__: f for f in (nested, threads, cpp_api, unicode, startend,
+    raise SystemExit(tp.main({f.__name__: f for f in (nested, clocks, threads, cpp_api, unicode, startend,
                                                       fork_exec)}))

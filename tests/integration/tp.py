@@ -186,13 +186,14 @@ def _run(argv, timeout, out_dir, env):
     return result
 
 
-def profile(prog, args=(), options=(), expect_rc=0, timeout=90):
+def profile(prog, args=(), options=(), expect_rc=0, timeout=90, env=None):
     """torchprof-run -o <fresh dir> [options] -- <program> args; checks the exit code.
-    The programs that keep ground truth (tests/programs/truth.h) write it beside."""
+    The programs that keep ground truth (tests/programs/truth.h) write it beside.
+    `env`: variables added to the environment."""
     parent = fresh_dir(prog)
     out_dir = os.path.join(parent, "out")
     argv = ["-o", out_dir] + list(options) + ["--", program(prog)] + [str(a) for a in args]
-    env = dict(os.environ, TP_TRUTH_FILE=os.path.join(parent, "truth"))
+    env = dict(os.environ, **(env or {}), TP_TRUTH_FILE=os.path.join(parent, "truth"))
     result = run_tool(argv, timeout=timeout, env=env)
     result.out_dir = out_dir
     result.truth_base = env["TP_TRUTH_FILE"]

@@ -1,10 +1,13 @@
 // Unit tests of the injected library's pure parts: UTF-8 conversion, the
-// per-thread intern table, the SPSC ring, and the recorder's all-or-nothing
-// writes with exact drop counting.
+// per-thread intern table, the SPSC ring, the recorder's all-or-nothing writes with
+// exact drop counting, and the TSC clock's calibration.
 #include <doctest/doctest.h>
 #include <semaphore.h>
 
+#include <cmath>
 #include <cstring>
+#include <ctime>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "inject/ring_buffer.h"
 #include "inject/string_intern.h"
 #include "inject/thread_buffer.h"
+#include "inject/tsc_clock.h"
 #include "inject/utf8.h"
 
 namespace ti = torchprof::inject;
@@ -194,4 +198,121 @@ TEST_CASE("names passed again from the same address: id by comparing the bytes, 
   CHECK(ti::cached_ascii_name(tb, nullptr).id == 0);
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
+}
+
+namespace {
+
+// A machine for TscSteering: the TSC counts at `ghz`; CLOCK_MONOTONIC runs `ppm` off
+// it (NTP's slewing) and each pair is read with up to 40 ns of jitter.
+struct SimulatedClocks {
+  double ghz = 2.5;
+  double ppm = 0;
+  double true_ns = 1e12;         // time since boot, by the TSC
+  double mono_ns = 1e12 + 7e9;   // CLOCK_MONOTONIC
+  std::mt19937_64 rng{42};
+
+  void advance(double ns) {
+    true_ns += ns;
+    mono_ns += ns * (1 + ppm * 1e-6);
+  }
+  uint64_t tsc_at(double ns) const { return static_cast<uint64_t>(ns * ghz) + 123456789; }
+  uint64_t tsc() const { return tsc_at(true_ns); }
+  uint64_t mono_read() { return static_cast<uint64_t>(mono_ns) + rng() % 40; }
+};
+
+}  // namespace
+
+TEST_CASE("TSC map: ticks before its base map to times before it") {
+  ti::TscMap m{1000, 5000000, uint64_t{1} << 31};  // 0.5 ns per tick
+  CHECK(ti::tsc_map_ns(m, 1000) == 5000000);
+  CHECK(ti::tsc_map_ns(m, 3000) == 5001000);
+  CHECK(ti::tsc_map_ns(m, 800) == 4999900);
+}
+
+TEST_CASE("TSC steering: the map follows CLOCK_MONOTONIC, never jumps back, and starts over after a sleep") {
+  SimulatedClocks clocks;
+  clocks.ppm = 40;
+  ti::TscSteering steer;
+  CHECK_FALSE(steer.update(clocks.tsc(), clocks.mono_read()));
+  clocks.advance(10e6);
+  CHECK_FALSE(steer.update(clocks.tsc(), clocks.mono_read()));  // 10 ms: too short to measure the rate
+  CHECK(steer.map().mult == 0);
+  clocks.advance(10e6);
+  REQUIRE(steer.update(clocks.tsc(), clocks.mono_read()));
+  const double expected_ghz = clocks.ghz / (1 + clocks.ppm * 1e-6);  // TSC ticks per CLOCK_MONOTONIC ns
+  CHECK(std::fabs(4294967296.0 / static_cast<double>(steer.map().mult) / expected_ghz - 1) < 5e-6);
+
+  ti::TscMap prev = steer.map();
+  int published = 0;
+  double worst_steady = 0, worst_turn = 0, worst_after = 0;  // |map - CLOCK_MONOTONIC|, ns
+  for (int i = 0; i < 3000; ++i) {  // 60 s, a pair every 20 ms
+    if (i == 1500) clocks.ppm = -60;  // NTP turns the other way by 100 ppm
+    // Between pairs the map is read at many points: never backwards.
+    for (int k = 1; k <= 4; ++k) {
+      const double at = clocks.true_ns + 5e6 * k;
+      REQUIRE(ti::tsc_map_ns(steer.map(), clocks.tsc_at(at)) > ti::tsc_map_ns(steer.map(), clocks.tsc_at(at - 1)));
+    }
+    clocks.advance(20e6);
+    const uint64_t tsc = clocks.tsc();
+    const uint64_t mono = clocks.mono_read();
+    const double off = std::fabs(static_cast<double>(ti::tsc_map_ns(steer.map(), tsc)) - static_cast<double>(mono));
+    if (i >= 100 && i < 1500) worst_steady = std::max(worst_steady, off);
+    if (i >= 1500 && i < 2000) worst_turn = std::max(worst_turn, off);
+    if (i >= 2000) worst_after = std::max(worst_after, off);
+    if (steer.update(tsc, mono)) {
+      ++published;
+      // Re-anchored where the old map stood: time goes on, without a step.
+      CHECK(steer.map().base_ns == ti::tsc_map_ns(prev, steer.map().base_tsc));
+      prev = steer.map();
+    }
+  }
+  CHECK(published >= 900);  // every 25 ms at most: here every other pair
+  CHECK(published <= 1500);
+  CHECK(steer.resets() == 0);
+  CHECK(worst_steady < 500);
+  CHECK(worst_turn < 40000);  // 100 ppm at once: about 100e-6 * kSteerNs
+  CHECK(worst_after < 500);
+  MESSAGE("distance from CLOCK_MONOTONIC: steady " << worst_steady << " ns, NTP turning " << worst_turn
+                                                   << " ns, after " << worst_after << " ns");
+
+  // The machine sleeps: CLOCK_MONOTONIC stops while the TSC goes on 30 s.
+  clocks.true_ns += 30e9;
+  clocks.advance(60e6);
+  REQUIRE(steer.update(clocks.tsc(), clocks.mono_read()));
+  CHECK(steer.resets() == 1);
+  for (int i = 0; i < 50; ++i) {
+    clocks.advance(20e6);
+    steer.update(clocks.tsc(), clocks.mono_read());
+  }
+  CHECK(std::fabs(static_cast<double>(ti::tsc_map_ns(steer.map(), clocks.tsc())) - clocks.mono_ns) < 2000);
+}
+
+TEST_CASE("now_ns: the TSC map, once calibrated, reads as CLOCK_MONOTONIC") {
+  const uint64_t before = ti::now_ns();
+  CHECK(std::llabs(static_cast<long long>(before - ti::monotonic_ns())) < 1000000);
+  if (ti::tsc_clock_unavailable() != nullptr) {
+    MESSAGE("the TSC is not used here: " << ti::tsc_clock_unavailable());
+    return;
+  }
+  ti::tsc_clock_tick();
+  bool published = false;
+  for (int i = 0; i < 20 && !published; ++i) {
+    timespec nap{0, 10'000'000};
+    nanosleep(&nap, nullptr);
+    published = ti::tsc_clock_tick();
+  }
+  REQUIRE(published);
+  // A shared machine may stop this thread between the two reads: the closest of many.
+  long long closest = -1;
+  uint64_t last = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t t = ti::now_ns();
+    const uint64_t m = ti::monotonic_ns();
+    CHECK(t >= last);
+    last = t;
+    const long long d = std::llabs(static_cast<long long>(m - t));
+    if (closest < 0 || d < closest) closest = d;
+  }
+  CHECK(closest < 20000);
+  MESSAGE("now_ns against clock_gettime: " << closest << " ns apart at the closest");
 }
