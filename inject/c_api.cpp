@@ -70,7 +70,7 @@ TORCHPROF_EXPORT int torchprof_op_pop(void) {
 // into the "torchprof" domain so it can be told from the program's own markers, and
 // is not recorded once the program has named its own ProfilerStep# ranges. Its times
 // move onto the records' clock by that clock's distance from CLOCK_MONOTONIC now
-// (a few hundred nanoseconds where now_ns() reads the TSC, clock.h).
+// (nanoseconds where now_ns() reads the TSC, clock.h).
 TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono_ns, uint64_t end_mono_ns) {
   tpi::CallbackGuard guard;
   if (!guard.entered() || tpi::program_marks_steps()) return;

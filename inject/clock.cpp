@@ -19,20 +19,24 @@ TscSteering g_steering;
 uint32_t g_seq = 0;  // the last even value of g_tsc_map.seq this writer stored
 
 #if defined(__x86_64__)
-// A (TSC, CLOCK_MONOTONIC) pair: the TSC halfway through the clock read. A read the
-// scheduler interrupted is tried again.
+// A (TSC, CLOCK_MONOTONIC) pair: the TSC halfway through the clock read. The first
+// read after the flusher wakes is slow (cold caches: microseconds, where the TSC read
+// inside it may sit anywhere), so the pair is read several times and the tightest
+// kept; none under kMaxSpanTicks (the scheduler interrupted them all) gives no pair.
 bool read_pair(uint64_t& tsc, uint64_t& ns) {
-  constexpr uint64_t kMaxSpanTicks = 8192;  // a clock_gettime takes ~100 ticks
+  constexpr uint64_t kMaxSpanTicks = 8192;  // a warm clock_gettime takes ~100 ticks
+  uint64_t best_span = kMaxSpanTicks;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const uint64_t before = __rdtsc();
-    ns = monotonic_ns();
+    const uint64_t clock = monotonic_ns();
     const uint64_t after = __rdtsc();
-    if (after > before && after - before < kMaxSpanTicks) {
-      tsc = before + (after - before) / 2;
-      return true;
+    if (after > before && after - before < best_span) {
+      best_span = after - before;
+      tsc = before + best_span / 2;
+      ns = clock;
     }
   }
-  return false;
+  return best_span < kMaxSpanTicks;
 }
 #endif
 

@@ -6,8 +6,9 @@
 // path orders the TSC read with a fence and retries on a seqlock). Once the flusher
 // thread has calibrated the TSC against CLOCK_MONOTONIC (tsc_clock.h), now_ns() reads
 // the TSC and maps it to nanoseconds with a multiply: the flusher keeps the map on
-// CLOCK_MONOTONIC by re-anchoring it every 50 ms and steering its rate, so a record's
-// time stays within a few hundred nanoseconds of CLOCK_MONOTONIC and never goes back.
+// CLOCK_MONOTONIC by re-anchoring it every 25 ms and steering its rate, so a record's
+// time stays within nanoseconds of CLOCK_MONOTONIC (microseconds for a second after
+// NTP changes that clock's rate abruptly) and never goes back.
 // Until then, while the map is being replaced, and where the TSC is not used (not
 // x86-64, the kernel's clocksource is not the TSC, TORCHPROF_CLOCK=monotonic), now_ns()
 // is clock_gettime(CLOCK_MONOTONIC).
