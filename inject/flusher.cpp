@@ -17,11 +17,11 @@
 
 #include "formats/wire/frame_codec.h"
 #include "inject/clock.h"
-#include "inject/tsc_clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
 #include "inject/cupti_activity.h"
 #include "inject/cupti_tracer.h"
+#include "inject/tsc_clock.h"
 
 namespace torchprof::inject {
 namespace {
