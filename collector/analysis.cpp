@@ -15,7 +15,6 @@ namespace torchprof {
 
 namespace {
 
-
 bool contains(const Event& outer, const Event& inner) {
   return outer.start_ns <= inner.start_ns && inner.end_ns <= outer.end_ns;
 }

@@ -203,9 +203,14 @@ ScanResult scan_capture(CaptureReader& reader, Run& run) {
 }
 
 // A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
-// account of its end.
+// account of its end. Without a RunEnd (the launcher itself died) the first process
+// stands for the target.
 void apply_launcher_view(Run& run, const ScanResult& scan) {
-  if (!scan.saw_run_end || run.processes.empty()) return;
+  if (run.processes.empty()) return;
+  if (!scan.saw_run_end) {
+    if (run.processes.front().exit_code) run.exit_code = *run.processes.front().exit_code;
+    return;
+  }
   Process* target = &run.processes.front();
   for (Process& p : run.processes) {
     if (scan.launcher_pid && p.ppid == *scan.launcher_pid) {

@@ -76,7 +76,8 @@ void apply_identity(const ConnInput& conn, Process& proc);
 // Exit code or signal from a Bye.
 void apply_bye(const wire::Bye& bye, Process& proc);
 // A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
-// account of its end.
+// account of its end; without the launcher's account (no RunEnd), the run's exit code
+// is the first process's.
 void apply_launcher_view(Run& run, const ScanResult& scan);
 
 }  // namespace torchprof

@@ -574,7 +574,7 @@ void sort_process_events(Process& proc, const AppendOrder& order) {
 }
 
 
-void finish_run(Run& run, const ScanResult& scan) {
+void finish_run(Run& run) {
   int64_t first = std::numeric_limits<int64_t>::max();
   int64_t last = 0;
   for (Process& proc : run.processes) {
@@ -593,10 +593,6 @@ void finish_run(Run& run, const ScanResult& scan) {
   if (run.end_ns == 0) run.end_ns = last;
   if (run.host.empty() && !run.processes.empty()) run.host = run.processes.front().host;
   if (run.command.empty() && !run.processes.empty()) run.command = run.processes.front().cmdline;
-  // Without a RunEnd (the launcher itself died) the first process stands for the target.
-  if (!scan.saw_run_end && !run.processes.empty() && run.processes.front().exit_code) {
-    run.exit_code = *run.processes.front().exit_code;
-  }
 }
 
 }  // namespace
@@ -638,7 +634,7 @@ Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
     if (may_hold_ops[i]) classify_pytorch_ops(run.processes[i]);
   }
   apply_launcher_view(run, scanned);
-  finish_run(run, scanned);
+  finish_run(run);
   return run;
 }
 

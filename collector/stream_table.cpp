@@ -294,16 +294,23 @@ class ConnPass {
     return locator_->step_of(start, t.cursor, /*restart=*/t.cursor == 0);
   }
 
+  // What a push and a mark share: the thread's clock moves on, and the domain,
+  // category and name the event uses are looked up as decode does. Returns the name's
+  // state, taken last since the other lookups may grow names_.
+  NameState& begin_event(const wire::Record& r, Thread& thread, int64_t ts) {
+    touch(thread, ts);
+    use_domain(r.domain);
+    use_attr(r.domain, r.a);
+    last_domain_ = r.domain;
+    return use_name(r.name);
+  }
+
   void push(const wire::Record& r, uint32_t tid, Thread& thread) {
     const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
     // A range starting at the very nanosecond another ended: interval nesting may
     // order the two either way.
     if (ts == thread.last_close_ts) throw Refusal{"a range starts at the nanosecond another ended"};
-    touch(thread, ts);
-    use_domain(r.domain);
-    use_attr(r.domain, r.a);
-    NameState& n = use_name(r.name);  // last: the others may grow names_
-    last_domain_ = r.domain;
+    NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
     const int32_t step = step_of(thread, ts);
     const int32_t cand = steps_ == nullptr && maybe_marker(r.name, n) ? candidate(tid, seq, ts, r.name, false) : -1;
@@ -335,11 +342,7 @@ class ConnPass {
 
   void mark(const wire::Record& r, uint32_t tid, Thread& thread) {
     const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
-    touch(thread, ts);
-    use_domain(r.domain);
-    use_attr(r.domain, r.a);
-    NameState& n = use_name(r.name);  // last: the others may grow names_
-    last_domain_ = r.domain;
+    NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
     if (steps_ == nullptr && maybe_marker(r.name, n)) candidate(tid, seq, ts, r.name, true);
     ++events_;
@@ -501,9 +504,6 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
   }
   apply_launcher_view(run, scanned);
   for (const Process& proc : run.processes) run.dropped_events += proc.dropped;
-  if (!scanned.saw_run_end && !run.processes.empty() && run.processes.front().exit_code) {
-    run.exit_code = *run.processes.front().exit_code;
-  }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
   for (Row& row : rows) run.ops.push_back(std::move(row.stats));
   return out;

@@ -304,15 +304,19 @@ std::optional<OutputResult> emit_streamed_table(const std::string& capture, cons
   return result;
 }
 
+// The capture decoded and analysed whole; `note`, when not empty, comes before the
+// analysis options' warnings.
+Run analysed_run(const std::string& capture, const OutputOptions& options, const std::string& note = {}) {
+  Run run = decode_run(capture, options);
+  if (!note.empty()) run.warnings.push_back(note);
+  analyse(run, analysis_options(options, run.warnings));
+  return run;
+}
+
 OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
   std::string why;
   if (std::optional<OutputResult> result = emit_streamed_table(capture, options, out, &why)) return *result;
-  std::vector<std::string> warnings;
-  const AnalysisOptions analysis = analysis_options(options, warnings);
-  Run run = decode_run(capture, options);
-  analyse(run, analysis);
-  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
-  OutputResult result = emit_table(run, options, out);
+  OutputResult result = emit_table(analysed_run(capture, options), options, out);
   result.not_streamed_because = why;
   return result;
 }
@@ -335,9 +339,7 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
     memory_warning = why + "; analysed whole all the same, since the streamed table does not take it (" +
                      not_streamed + ")";
   }
-  Run run = decode_run(capture, options);
-  if (!memory_warning.empty()) run.warnings.push_back(memory_warning);
-  analyse(run, analysis_options(options, run.warnings));
+  Run run = analysed_run(capture, options, memory_warning);
   rename_workers(run, options.worker_name);
   return emit(run, options, out, /*ranks=*/nullptr);
 }

@@ -16,7 +16,7 @@ namespace {
 // Only the flusher thread touches these (a forked child's flusher goes on with the
 // parent's copy: the TSC is the same).
 TscSteering g_steering;
-uint32_t g_seq = 0;  // the last even value of g_tsc_map.seq this writer stored
+uint32_t g_seq = 0;  // the last even value of g_tsc_map.seq this writer stored (0: none yet)
 
 #if defined(__x86_64__)
 // A (TSC, CLOCK_MONOTONIC) pair: the TSC halfway through the clock read. The first

@@ -46,10 +46,10 @@ inline uint64_t tsc_map_ns(uint64_t base_tsc, uint64_t base_ns, uint64_t mult, u
 }
 inline uint64_t tsc_map_ns(const TscMap& m, uint64_t tsc) { return tsc_map_ns(m.base_tsc, m.base_ns, m.mult, tsc); }
 
-// The published map, a seqlock: `seq` is odd while the flusher writes it and 0 until
-// the first map. Readers never wait: a map being written sends them to clock_gettime.
+// The published map, a seqlock: `seq` is odd while the flusher writes it, and before
+// the first map. Readers never wait: an odd or changed `seq` sends them to clock_gettime.
 struct PublishedTscMap {
-  std::atomic<uint32_t> seq{0};
+  std::atomic<uint32_t> seq{1};
   std::atomic<uint64_t> base_tsc{0};
   std::atomic<uint64_t> base_ns{0};
   std::atomic<uint64_t> mult{0};
@@ -59,7 +59,7 @@ extern PublishedTscMap g_tsc_map;
 inline uint64_t now_ns() {
 #if defined(__x86_64__)
   const uint32_t seq = g_tsc_map.seq.load(std::memory_order_acquire);
-  if (seq != 0 && (seq & 1) == 0) {
+  if ((seq & 1) == 0) {
     const uint64_t base_tsc = g_tsc_map.base_tsc.load(std::memory_order_relaxed);
     const uint64_t base_ns = g_tsc_map.base_ns.load(std::memory_order_relaxed);
     const uint64_t mult = g_tsc_map.mult.load(std::memory_order_relaxed);
