@@ -33,7 +33,7 @@ inline void count_drop(ThreadBuffer* tb, uint64_t heads) {
 // committed one; returns the slots used.
 uint64_t put_string(RingBuffer& ring, uint64_t at, uint32_t id, const char* text, uint32_t len, uint64_t ts) {
   uint32_t extra = wire::slots_for_bytes(len);
-  *ring.slot(at) = Record{k(Kind::kString), static_cast<uint8_t>(extra), 0, id, ts, len, 0};
+  wire::store_record(ring.slot(at), k(Kind::kString), static_cast<uint8_t>(extra), 0, id, ts, len, 0);
   for (uint32_t i = 0; i < extra; ++i) {
     auto* dst = reinterpret_cast<char*>(ring.slot(at + 1 + i));
     uint32_t off = i * wire::kSlotSize;
@@ -83,7 +83,7 @@ inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint
     return false;  // the string is not marked interned: the next use defines it again
   }
   uint64_t at = define ? put_string(tb->ring, 0, id, name.text, name.len, recs[0].ts) : 0;
-  for (uint32_t i = 0; i < n; ++i) *tb->ring.slot(at + i) = recs[i];
+  for (uint32_t i = 0; i < n; ++i) wire::store_record(tb->ring.slot(at + i), recs[i]);
   publish(tb, slots);
   if (define) tb->intern.insert(probe, name.text, name.len, id);
   if (name.address != nullptr) tb->addresses.remember(name.address, name.text, name.len, id);
@@ -212,7 +212,7 @@ bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t
   if (follow != nullptr) {
     Record r = *follow;
     r.ts = ts;
-    *tb->ring.slot(at) = r;
+    wire::store_record(tb->ring.slot(at), r);
   }
   publish(tb, slots);
   return true;

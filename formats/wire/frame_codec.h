@@ -38,9 +38,6 @@
 
 namespace torchprof::wire::codec {
 
-// delta_decode writes a record's first four fields as one little-endian word.
-static_assert(std::endian::native == std::endian::little);
-
 // Varints of up to 64 bits: at most 10 bytes.
 constexpr size_t kMaxVarint = 10;
 // Header: 7 varints.
@@ -291,15 +288,8 @@ inline DecodeStatus delta_decode(const uint8_t* in, size_t size, uint8_t* out, u
     }
     const uint64_t b = prev_b[kind] + unzigzag(db);
     prev_b[kind] = b;
-    // The slot is written as four 8-byte words in Record's layout (wire.h). Building a
-    // Record on the stack and copying it stalls: its narrow stores cannot be forwarded
-    // to the wide loads of the copy.
-    const uint64_t word0 = uint64_t{kind} | uint64_t{extra} << 8 | domain << 16 | name << 32;
     uint8_t* const slot_out = out + size_t{slot} * kSlotSize;
-    std::memcpy(slot_out + offsetof(Record, kind), &word0, 8);
-    std::memcpy(slot_out + offsetof(Record, ts), &ts, 8);
-    std::memcpy(slot_out + offsetof(Record, a), &a, 8);
-    std::memcpy(slot_out + offsetof(Record, b), &b, 8);
+    store_record(slot_out, kind, extra, domain, name, ts, a, b);
     if (extra == 0) {
       ++slot;
       continue;

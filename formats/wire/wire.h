@@ -17,8 +17,10 @@
 // and any change to them bumps kProtocolVersion.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace torchprof::wire {
 
@@ -241,6 +243,24 @@ static_assert(offsetof(Record, ts) == 8);
 static_assert(offsetof(Record, a) == 16);
 static_assert(offsetof(Record, b) == 24);
 static_assert(sizeof(GpuKernelExtra) == 2 * kSlotSize);
+
+// Writes a record's fields to the slot at `dst` as four 8-byte words in Record's
+// layout. A Record built field by field and then copied whole stalls on the copy:
+// its narrow stores cannot be forwarded to the copy's 16-byte loads.
+static_assert(std::endian::native == std::endian::little);
+inline void store_record(void* dst, uint8_t kind, uint8_t extra, uint64_t domain, uint64_t name, uint64_t ts,
+                         uint64_t a, uint64_t b) {
+  const uint64_t word0 = uint64_t{kind} | uint64_t{extra} << 8 | domain << 16 | name << 32;
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memcpy(out + offsetof(Record, kind), &word0, 8);
+  std::memcpy(out + offsetof(Record, ts), &ts, 8);
+  std::memcpy(out + offsetof(Record, a), &a, 8);
+  std::memcpy(out + offsetof(Record, b), &b, 8);
+}
+inline void store_record(void* dst, const Record& r) {
+  store_record(dst, r.kind, r.extra, r.domain, r.name, r.ts, r.a, r.b);
+}
+
 static_assert(offsetof(GpuKernelExtra, registers_per_thread) == 32);
 static_assert(sizeof(GpuCopyExtra) == kSlotSize);
 static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
