@@ -12,7 +12,9 @@
 # Environment: QUICK=1 (sizes / 10), ANALYSIS_RANGES (default 10000000: the capture
 # analysed for speed and peak RSS), TRACES=0 (no Kineto traces for that capture: for
 # ANALYSIS_RANGES=100000000, whose traces would be ~20 GB), TORCH=0 (skip torch's own
-# key_averages figures), KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with
+# key_averages figures), ROUNDS (default 5: the side-by-side figures, the floor, torchprof's
+# pair, uftrace's call and the end-to-end runs, are measured in this many rounds that
+# alternate the tools, and each is given as the median with the range), KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with
 # the default sizes). Per-event figures use CPU time (the programs measure it
 # themselves): on a shared machine wall time varies with the load. The analysis
 # needs ~115 bytes of memory per event: ~1.2 GB for 10M, ~11 GB for 100M.
@@ -27,6 +29,7 @@ e2e_ranges=$((2000000 / scale))
 analysis_ranges=${ANALYSIS_RANGES:-$((10000000 / scale))}
 gpu_steps=$((2000 / scale))
 flood_pairs=$((2000000 / scale))
+rounds=${ROUNDS:-5}
 
 # ---------- build ----------
 if [[ ! -f $build/CMakeCache.txt ]]; then
@@ -82,6 +85,16 @@ while pos + 16 <= len(d):
     t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
 print(n)' "$1"
 }
+# med NAME FILE...: "MEDIAN MIN MAX" of the `NAME value unit` lines of the FILEs
+med() {
+  local n=$1
+  shift
+  awk -v n="$n" '$1 == n { print $2 }' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+# first WORDS: the first of the words (a med result's median)
+first() { echo "$1"; }
+# spread "MEDIAN MIN MAX": "MIN-MAX over N rounds"
+spread() { set -- $1; echo "$2-$3 over $rounds rounds"; }
 # size_ratio A B: capture.tprof of A over that of B (same events, other encodings)
 size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture.tprof")"; }
 
@@ -91,60 +104,79 @@ echo "torchprof bench: build $build, work $work" >&2
 echo "[1/5] hot path: NVTX push+pop pairs" >&2
 "$bb/nvtx_pairs" $((pairs * 5)) 1 >"$work/none"
 NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_clock"
-NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc"
 NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 2 >"$work/floor_clock2"
 # Default ring (1 MiB per thread): drops when the flusher falls behind; a ring that
 # holds every record shows the cost of writing each one.
 tool -o "$work/hot1" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1"
 big_kb=$(( (pairs * 2 * 32 * 2) / 1024 + 1024 ))
-TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big"
+# Side by side, in alternating rounds: the rdtsc floor, torchprof with a ring that
+# holds it all, and uftrace on a -pg build of the same kind of loop (when installed).
+have_uftrace=0
+if command -v uftrace >/dev/null 2>&1; then
+  have_uftrace=1
+  cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
+  calls=$((pairs / 2))
+fi
+for ((i = 1; i <= rounds; ++i)); do
+  NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc$i"
+  rm -rf "$work/hot1big"
+  TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big$i"
+  if [[ $have_uftrace == 1 ]]; then
+    (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none$i")  # its gmon.out stays in $work
+    rm -rf "$work/uftrace.data"
+    (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec$i")
+    echo "uf_added $(calc "$(val "$work/uf_rec$i" call_ns) - $(val "$work/uf_none$i" call_ns)") ns/call" >"$work/uf_add$i"
+  fi
+done
+cp "$work/tp1big$rounds" "$work/tp1big"
 TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot2big" -- "$bb/nvtx_pairs" "$pairs" 2 >"$work/tp2big"
 TORCHPROF_FRAME_ENCODING=raw TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1raw" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1raw"
 TORCHPROF_CLOCK=monotonic TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1mono" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1mono"
 
 none=$(val "$work/none" pair_ns)
 fc=$(val "$work/floor_clock" pair_ns)
-fr=$(val "$work/floor_rdtsc" pair_ns)
+fr_med=$(med pair_ns "$work"/floor_rdtsc[0-9]*)
+fr=$(first $fr_med)
 fc2=$(val "$work/floor_clock2" pair_ns_max)
 tp1=$(val "$work/tp1" pair_ns)
-tpb=$(val "$work/tp1big" pair_ns)
+tpb_med=$(med pair_ns "$work"/tp1big[0-9]*)
+tpb=$(first $tpb_med)
 tp2=$(val "$work/tp2big" pair_ns_max)
 row hot no_tool "$none" ns/pair "NVTX with no injection"
 row hot floor_clock_gettime "$fc" ns/pair "bare injection, (ts, name ptr) to a TLS array"
-row hot floor_rdtsc "$fr" ns/pair "same with rdtsc"
+row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_med")"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
-row hot torchprof_ring_fits_all "$tpb" ns/pair "x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
+row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_med"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
 # The flusher's share: process CPU minus the program thread's own, per pair (2 records).
-fl_delta=$(calc "$(val "$work/tp1big" process_cpu_ns_per_pair) - $tpb")
+fl_delta=$(calc "$(val "$work/tp1big" process_cpu_ns_per_pair) - $(val "$work/tp1big" pair_ns)")
 fl_raw=$(calc "$(val "$work/tp1raw" process_cpu_ns_per_pair) - $(val "$work/tp1raw" pair_ns)")
 row hot flusher_cpu "$(calc "$fl_delta / 2")" ns/record "delta+zstd; raw zstd $(calc "$fl_raw / 2") ns/record in this run: x$(calc "$fl_delta / $fl_raw")"
 row hot floor_clock_2_threads "$fc2" ns/pair "slowest thread; x$(calc "$fc2 / $fc") vs 1 thread"
 row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb") vs 1 thread; dropped $(summary dropped "$work/hot2big")"
-if command -v uftrace >/dev/null 2>&1; then
-  cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
-  calls=$((pairs / 2))
-  (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none")  # its gmon.out stays in $work
-  (cd "$work" && uftrace record -d "$work/uftrace.data" "$work/call_loop_pg" "$calls" >"$work/uf_rec")
-  uf_add=$(calc "$(val "$work/uf_rec" call_ns) - $(val "$work/uf_none" call_ns)")
+if [[ $have_uftrace == 1 ]]; then
+  uf_med=$(med uf_added "$work"/uf_add[0-9]*)
+  uf_add=$(first $uf_med)
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
-  row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build; $(calc "$uf_bytes / ($calls * 2)") B/event on disk"
+  tp_max=$(echo "$tpb_med" | awk '{ print $3 }'); uf_min=$(echo "$uf_med" | awk '{ print $2 }')
+  row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build, median, $(spread "$uf_med"); $(calc "$uf_bytes / ($calls * 2)") B/event on disk; torchprof's pair x$(calc "$tpb / $uf_add") of it, its slowest round x$(calc "$tp_max / $uf_min") uftrace's fastest"
 else
   row hot uftrace_added 95 ns/call "uftrace not installed: REFERENCE.md's figure (15.5 B/event)"
 fi
 
 # ---------- 2. end to end ----------
 echo "[2/5] end to end: $e2e_ranges ranges with busy work" >&2
-for i in 1 2; do
+for ((i = 1; i <= rounds; ++i)); do
   timed "$work/e2e_none$i" "$bb/e2e_ranges" "$e2e_ranges"
   timed "$work/e2e_tp$i" "$run_tool" -q -o "$work/e2e$i" -- "$bb/e2e_ranges" "$e2e_ranges"
   timed "$work/e2e_raw$i" env TORCHPROF_FRAME_ENCODING=raw "$run_tool" -q -o "$work/e2e_raw_out$i" -- \
     "$bb/e2e_ranges" "$e2e_ranges"
+  ((i == 1)) || rm -rf "$work/e2e$i" "$work/e2e_raw_out$i"  # the figures are in the stdout files
 done
-# The faster of two runs each: the load of a shared machine only ever adds.
-best() { awk -v n="$2" '$1 == n { print $2 }' "$work/$1"1 "$work/$1"2 | sort -g | head -1; }
+# Medians over the rounds: on a shared machine one run can be off by 30% either way.
+best() { first $(med "$2" $(for ((i = 1; i <= rounds; ++i)); do echo "$work/$1$i"; done)); }
 n_cpu=$(best e2e_none loop_cpu_s); t_cpu=$(best e2e_tp loop_cpu_s)
 n_loop=$(best e2e_none loop_s); t_loop=$(best e2e_tp loop_s)
 n_wall=$(best e2e_none wall_s); t_wall=$(best e2e_tp wall_s)
