@@ -126,10 +126,18 @@ class IndexRuns {
 // per-event scratch the cycles' writers share (left all zero after each cycle).
 class CycleIndex {
  public:
-  explicit CycleIndex(const Process& proc) : external_ids(proc.events_list.size(), 0),
-                                             launches(proc.events_list.size(), false) {
+  explicit CycleIndex(const Process& proc) {
     auto cycle_of = [&proc](int32_t step) { return step >= 0 ? proc.steps[step].cycle : -1; };
-    for (size_t i = 0; i < proc.events_list.size(); ++i) add(events_, cycle_of(proc.events_list[i].step), i);
+    bool api_calls = false;
+    for (size_t i = 0; i < proc.events_list.size(); ++i) {
+      add(events_, cycle_of(proc.events_list[i].step), i);
+      api_calls = api_calls || is_cuda_api(proc.events_list[i].kind);
+    }
+    // Only API calls and GPU records look up the External id of their enclosing range.
+    if (api_calls || !proc.gpu_events.empty()) {
+      external_ids.assign(proc.events_list.size(), 0);
+      launches.assign(proc.events_list.size(), false);
+    }
     for (size_t i = 0; i < proc.gpu_events.size(); ++i) add(gpu_, cycle_of(proc.gpu_events[i].step), i);
     for (size_t i = 0; i < proc.memory_events.size(); ++i) add(memory_, cycle_of(proc.memory_events[i].step), i);
     for (size_t k = 0; k < proc.steps.size(); ++k) {
@@ -154,6 +162,7 @@ class CycleIndex {
   const IndexRuns& steps(int cycle) const { return of(steps_, cycle); }
 
   std::vector<uint64_t> external_ids;  // per event index: the External id written for it
+                                       // (empty when nothing looks them up)
   std::vector<bool> launches;          // per event index: an API call with GPU work in the cycle
   std::unordered_map<uint64_t, uint32_t> api_tids;  // correlation id → calling thread
   bool api_tids_built = false;
@@ -210,12 +219,14 @@ class TraceWriter {
         api_call(first, i);
       } else {
         range(e);
-        index_.external_ids[i] = external_id_;
+        if (!index_.external_ids.empty()) index_.external_ids[i] = external_id_;
       }
     }
     gpu_events(first);
     mark_launchers(false);
-    for (uint32_t i : index_.events(cycle_)) index_.external_ids[i] = 0;
+    if (!index_.external_ids.empty()) {
+      for (uint32_t i : index_.events(cycle_)) index_.external_ids[i] = 0;
+    }
     for (uint32_t k : index_.steps(cycle_)) {
       const Step& s = proc_.steps[k];
       if (needs_synthetic_step(s)) {
