@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -186,15 +187,28 @@ bool send_some(int fd, const std::vector<uint8_t>& bytes) {
 // Waits for the collector's HelloAck. The inject library gives up after 5 s; here the
 // question is whether the Hello is accepted at all, and a loaded machine can stall the
 // collector's thread for seconds (page-cache writeback throttles its writes), so the
-// wait is longer.
+// wait is longer. libFuzzer's -timeout raises SIGALRM every few seconds, which cuts a
+// blocked recv short with EINTR: the wait goes on until the deadline.
 bool accepted(int fd) {
-  timeval limit{30, 0};
+  constexpr int kWaitSeconds = 30;
+  timeval limit{kWaitSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
   struct {
     wire::MsgHeader header;
     wire::HelloAck ack;
   } reply{};
-  if (::recv(fd, &reply, sizeof reply, MSG_WAITALL) != static_cast<ssize_t>(sizeof reply)) return false;
+  size_t got = 0;
+  while (got < sizeof reply) {
+    const ssize_t n = ::recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof reply - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR && std::chrono::steady_clock::now() < deadline) {
+      continue;
+    } else {
+      return false;
+    }
+  }
   return reply.header.type == static_cast<uint32_t>(wire::MsgType::kHelloAck) &&
          reply.ack.status == static_cast<uint32_t>(wire::AckStatus::kOk);
 }
