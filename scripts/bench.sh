@@ -12,12 +12,13 @@
 # Environment: QUICK=1 (sizes / 10), ANALYSIS_RANGES (default 10000000: the capture
 # analysed for speed and peak RSS), TRACES=0 (no Kineto traces for that capture: for
 # ANALYSIS_RANGES=100000000, whose traces would be ~20 GB), TORCH=0 (skip torch's own
-# key_averages figures), ROUNDS (default 5: the side-by-side figures, the floor, torchprof's
-# pair, uftrace's call and the end-to-end runs, are measured in this many rounds that
-# alternate the tools, and each is given as the median with the range), KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with
-# the default sizes). Per-event figures use CPU time (the programs measure it
-# themselves): on a shared machine wall time varies with the load. The analysis
-# needs ~115 bytes of memory per event: ~1.2 GB for 10M, ~11 GB for 100M.
+# key_averages figures), ROUNDS (default 5: the side-by-side figures, the floor,
+# torchprof's pair, uftrace's call and the end-to-end runs, are measured in this many
+# rounds that alternate the tools, and each is given as the median with the range),
+# KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes).
+# Per-event figures use CPU time (the programs measure it themselves): on a shared
+# machine wall time varies with the load. The analysis needs ~115 bytes of memory per
+# event: ~1.2 GB for 10M, ~11 GB for 100M.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -176,12 +177,12 @@ for ((i = 1; i <= rounds; ++i)); do
   ((i == 1)) || rm -rf "$work/e2e$i" "$work/e2e_raw_out$i"  # the figures are in the stdout files
 done
 # Medians over the rounds: on a shared machine one run can be off by 30% either way.
-best() { first $(med "$2" $(for ((i = 1; i <= rounds; ++i)); do echo "$work/$1$i"; done)); }
-n_cpu=$(best e2e_none loop_cpu_s); t_cpu=$(best e2e_tp loop_cpu_s)
-n_loop=$(best e2e_none loop_s); t_loop=$(best e2e_tp loop_s)
-n_wall=$(best e2e_none wall_s); t_wall=$(best e2e_tp wall_s)
+median_of() { first $(med "$2" $(for ((i = 1; i <= rounds; ++i)); do echo "$work/$1$i"; done)); }
+n_cpu=$(median_of e2e_none loop_cpu_s); t_cpu=$(median_of e2e_tp loop_cpu_s)
+n_loop=$(median_of e2e_none loop_s); t_loop=$(median_of e2e_tp loop_s)
+n_wall=$(median_of e2e_none wall_s); t_wall=$(median_of e2e_tp wall_s)
 row e2e rate_no_tool "$(calc "$e2e_ranges / $n_cpu")" ranges/s "per CPU second, no tool"
-r_cpu=$(best e2e_raw loop_cpu_s)
+r_cpu=$(median_of e2e_raw loop_cpu_s)
 row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu - 1) * 100")% (process CPU, flusher included); raw zstd frames $r_cpu s: $(calc "($r_cpu / $n_cpu - 1) * 100")%"
 row e2e loop_wall "$t_loop" s "no tool $n_loop s: slowdown $(calc "($t_loop / $n_loop - 1) * 100")%"
 row e2e process_wall "$t_wall" s "no tool $n_wall s: $(calc "($t_wall / $n_wall - 1) * 100")% (start, collection, analysis, files)"

@@ -243,6 +243,21 @@ static_assert(offsetof(Record, ts) == 8);
 static_assert(offsetof(Record, a) == 16);
 static_assert(offsetof(Record, b) == 24);
 static_assert(sizeof(GpuKernelExtra) == 2 * kSlotSize);
+static_assert(offsetof(GpuKernelExtra, registers_per_thread) == 32);
+static_assert(sizeof(GpuCopyExtra) == kSlotSize);
+static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
+static_assert(sizeof(GpuSyncExtra) == kSlotSize);
+static_assert(sizeof(GpuDeviceExtra) == 2 * kSlotSize);
+static_assert(sizeof(MsgHeader) == 8);
+static_assert(sizeof(Hello) == 56);
+static_assert(offsetof(Hello, version) == 8);
+static_assert(offsetof(Hello, pid) == 16);
+static_assert(offsetof(Hello, mono_ns) == 24);
+static_assert(offsetof(Hello, exe_len) == 40);
+static_assert(sizeof(HelloAck) == 8);
+static_assert(sizeof(FrameHeader) == 16);
+static_assert(sizeof(Bye) == 32);
+static_assert(offsetof(Bye, emitted) == 8);
 
 // Writes a record's fields to the slot at `dst` as four 8-byte words in Record's
 // layout. A Record built field by field and then copied whole stalls on the copy:
@@ -260,21 +275,5 @@ inline void store_record(void* dst, uint8_t kind, uint8_t extra, uint64_t domain
 inline void store_record(void* dst, const Record& r) {
   store_record(dst, r.kind, r.extra, r.domain, r.name, r.ts, r.a, r.b);
 }
-
-static_assert(offsetof(GpuKernelExtra, registers_per_thread) == 32);
-static_assert(sizeof(GpuCopyExtra) == kSlotSize);
-static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
-static_assert(sizeof(GpuSyncExtra) == kSlotSize);
-static_assert(sizeof(GpuDeviceExtra) == 2 * kSlotSize);
-static_assert(sizeof(MsgHeader) == 8);
-static_assert(sizeof(Hello) == 56);
-static_assert(offsetof(Hello, version) == 8);
-static_assert(offsetof(Hello, pid) == 16);
-static_assert(offsetof(Hello, mono_ns) == 24);
-static_assert(offsetof(Hello, exe_len) == 40);
-static_assert(sizeof(HelloAck) == 8);
-static_assert(sizeof(FrameHeader) == 16);
-static_assert(sizeof(Bye) == 32);
-static_assert(offsetof(Bye, emitted) == 8);
 
 }  // namespace torchprof::wire
