@@ -210,9 +210,8 @@ bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t
   uint64_t ts = now_ns();
   uint64_t at = put_string(tb->ring, 0, id, text, len, ts);
   if (follow != nullptr) {
-    Record r = *follow;
-    r.ts = ts;
-    wire::store_record(tb->ring.slot(at), r);
+    wire::store_record(tb->ring.slot(at), follow->kind, follow->extra, follow->domain, follow->name, ts, follow->a,
+                       follow->b);
   }
   publish(tb, slots);
   return true;

@@ -86,16 +86,16 @@ while pos + 16 <= len(d):
     t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
 print(n)' "$1"
 }
-# med NAME FILE...: "MEDIAN MIN MAX" of the `NAME value unit` lines of the FILEs
+# med NAME BASE: "MEDIAN MIN MAX" of the `NAME value unit` lines of the rounds' files
+# $work/BASE1 ... $work/BASE$rounds
 med() {
-  local n=$1
-  shift
-  awk -v n="$n" '$1 == n { print $2 }' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
+  local i files=()
+  for ((i = 1; i <= rounds; ++i)); do files+=("$work/$2$i"); done
+  awk -v n="$1" '$1 == n { print $2 }' "${files[@]}" | sort -g |
+    awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
-# first WORDS: the first of the words (a med result's median)
-first() { echo "$1"; }
-# spread "MEDIAN MIN MAX": "MIN-MAX over N rounds"
-spread() { set -- $1; echo "$2-$3 over $rounds rounds"; }
+# spread MIN MAX: "MIN-MAX over N rounds"
+spread() { echo "$1-$2 over $rounds rounds"; }
 # size_ratio A B: capture.tprof of A over that of B (same events, other encodings)
 size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture.tprof")"; }
 
@@ -136,18 +136,16 @@ TORCHPROF_CLOCK=monotonic TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1mono" -
 
 none=$(val "$work/none" pair_ns)
 fc=$(val "$work/floor_clock" pair_ns)
-fr_med=$(med pair_ns "$work"/floor_rdtsc[0-9]*)
-fr=$(first $fr_med)
+read -r fr fr_min fr_max <<<"$(med pair_ns floor_rdtsc)"
 fc2=$(val "$work/floor_clock2" pair_ns_max)
 tp1=$(val "$work/tp1" pair_ns)
-tpb_med=$(med pair_ns "$work"/tp1big[0-9]*)
-tpb=$(first $tpb_med)
+read -r tpb tpb_min tpb_max <<<"$(med pair_ns tp1big)"
 tp2=$(val "$work/tp2big" pair_ns_max)
 row hot no_tool "$none" ns/pair "NVTX with no injection"
 row hot floor_clock_gettime "$fc" ns/pair "bare injection, (ts, name ptr) to a TLS array"
-row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_med")"
+row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_min" "$fr_max")"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
-row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_med"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
+row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_min" "$tpb_max"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
@@ -158,11 +156,9 @@ row hot flusher_cpu "$(calc "$fl_delta / 2")" ns/record "delta+zstd; raw zstd $(
 row hot floor_clock_2_threads "$fc2" ns/pair "slowest thread; x$(calc "$fc2 / $fc") vs 1 thread"
 row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb") vs 1 thread; dropped $(summary dropped "$work/hot2big")"
 if [[ $have_uftrace == 1 ]]; then
-  uf_med=$(med uf_added "$work"/uf_add[0-9]*)
-  uf_add=$(first $uf_med)
+  read -r uf_add uf_min uf_max <<<"$(med uf_added uf_add)"
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
-  tp_max=$(echo "$tpb_med" | awk '{ print $3 }'); uf_min=$(echo "$uf_med" | awk '{ print $2 }')
-  row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build, median, $(spread "$uf_med"); $(calc "$uf_bytes / ($calls * 2)") B/event on disk; torchprof's pair x$(calc "$tpb / $uf_add") of it, its slowest round x$(calc "$tp_max / $uf_min") uftrace's fastest"
+  row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build, median, $(spread "$uf_min" "$uf_max"); $(calc "$uf_bytes / ($calls * 2)") B/event on disk; torchprof's pair x$(calc "$tpb / $uf_add") of it, its slowest round x$(calc "$tpb_max / $uf_min") uftrace's fastest"
 else
   row hot uftrace_added 95 ns/call "uftrace not installed: REFERENCE.md's figure (15.5 B/event)"
 fi
@@ -177,7 +173,7 @@ for ((i = 1; i <= rounds; ++i)); do
   ((i == 1)) || rm -rf "$work/e2e$i" "$work/e2e_raw_out$i"  # the figures are in the stdout files
 done
 # Medians over the rounds: on a shared machine one run can be off by 30% either way.
-median_of() { first $(med "$2" $(for ((i = 1; i <= rounds; ++i)); do echo "$work/$1$i"; done)); }
+median_of() { med "$2" "$1" | cut -d' ' -f1; }
 n_cpu=$(median_of e2e_none loop_cpu_s); t_cpu=$(median_of e2e_tp loop_cpu_s)
 n_loop=$(median_of e2e_none loop_s); t_loop=$(median_of e2e_tp loop_s)
 n_wall=$(median_of e2e_none wall_s); t_wall=$(median_of e2e_tp wall_s)
