@@ -116,7 +116,7 @@ int run_streamed(const std::string& input) {
   torchprof::TableRows rows = torchprof::make_table_rows(streamed->run.ops, streamed->run.has_gpu, {"", 100});
   std::string table = torchprof::render_table(rows);
   double stream_s = seconds_since(t0);
-  const auto events = static_cast<double>(streamed->events);
+  const auto events = static_cast<double>(streamed->events + streamed->gpu_records);
   if (events == 0 || table.empty()) {
     std::fprintf(stderr, "analysis_bench: no events in %s\n", capture.c_str());
     return 1;

@@ -16,6 +16,7 @@
 #include "collector/capture_scan.h"
 #include "collector/decode.h"
 #include "collector/frame_decode.h"
+#include "collector/gpu_decode.h"
 #include "collector/op_message.h"
 #include "formats/outputs.h"
 #include "formats/wire/wire.h"
@@ -34,28 +35,137 @@ constexpr uint32_t kMaxStringId = 1u << 20;
 // Step-marker candidates held by the first pass (a marker regex that matches every
 // range would make it hold the run).
 constexpr size_t kMaxCandidates = size_t{1} << 22;
+// API calls held for the GPU records that name them (Launches, 16 bytes each); GPU
+// records read before their API call; nodes of the stack tree. Past these the capture
+// goes to the full analysis.
+constexpr size_t kMaxLaunches = size_t{1} << 20;  // a power of two
+constexpr size_t kMaxWaitingGpu = size_t{1} << 20;
+constexpr size_t kMaxStackNodes = size_t{1} << 20;
+// Closed API calls a thread keeps as possible children of a later one.
+constexpr size_t kMaxClosedCalls = 64;
 
 std::string stand_in_text(uint32_t id) { return "<string " + std::to_string(id) + ">"; }
 
-// Where a row was first added to: decode orders a process's events by (thread, start),
-// which on one thread's stack is the order of the pushes.
+// Where a row was first added to. The full analysis adds a process's events in
+// (thread, start, longer first) order, ties in the order they were read, then its GPU
+// records by start time (section 1), ties likewise.
 struct FirstUse {
   size_t process = std::numeric_limits<size_t>::max();
+  int section = 0;
   uint32_t tid = 0;
+  int64_t start = 0;
+  int64_t neg_end = 0;
   uint64_t seq = 0;
-  auto key() const { return std::tie(process, tid, seq); }
+  auto key() const { return std::tie(process, section, tid, start, neg_end, seq); }
 };
 
-// What a string id names and the ranges named by it.
+// What one row of a pass adds up.
+struct Stats {
+  uint64_t calls = 0;
+  int64_t self_ns = 0;
+  int64_t total_ns = 0;
+  int64_t self_cuda_ns = 0;
+  int64_t cuda_total_ns = 0;
+  FirstUse first;
+  uint32_t mangled = 0;  // kernels: the string id of the first counted record's name
+
+  void add_use(const FirstUse& here) {
+    if (calls == 0 || here.key() < first.key()) first = here;
+  }
+};
+
+// What a string id names and the rows named by it.
 struct NameState {
   std::string text;
   bool defined = false;
   bool used_undefined = false;  // named an event (or thread) before its definition
   int8_t marker = -1;           // regex match of the text: -1 not evaluated yet
-  uint64_t calls = 0;
-  int64_t self_ns = 0;
-  int64_t total_ns = 0;
-  FirstUse first;
+  Stats range;                  // NVTX ranges of this name
+  Stats api;                    // CUDA API calls
+  Stats kernel;                 // kernels recorded under this (mangled) name
+};
+
+// A node of the tree of range stacks seen at API calls: one per distinct path, so a
+// launch names its enclosing ranges with one index however deep they are.
+struct StackNode {
+  int32_t parent = -1;
+  uint32_t id = 0;       // the range's name
+  bool counted = false;  // the range is in a counted step
+};
+
+// A launching API call as GPU records need it: the innermost range around it and its step.
+struct Launch {
+  int32_t node = -1;
+  int32_t step = -1;
+};
+
+// API calls by correlation id, for the GPU records that name them. CUPTI numbers calls
+// in order, process-wide, so the calls read lately have nearby ids: a table indexed by
+// the id's low bits holds them, doubling while a newer call would push out an older one,
+// and once at kMaxLaunches, pushing it out. A GPU record that names a call pushed out
+// (or read that much later than it) sends the capture to the full analysis.
+class Launches {
+ public:
+  // False when a call with this id is held already.
+  bool add(uint64_t correlation, const Launch& call) {
+    while (true) {
+      if (slots_.empty()) slots_.resize(kFirstSlots);
+      Slot& slot = slots_[correlation & (slots_.size() - 1)];
+      if (slot.correlation == correlation) return false;
+      if (slot.correlation == 0) {
+        slot = {correlation, call};
+        return true;
+      }
+      if (slots_.size() < kMaxLaunches) {
+        grow();
+        continue;
+      }
+      forgotten_ = std::max(forgotten_, slot.correlation);
+      slot = {correlation, call};
+      return true;
+    }
+  }
+  const Launch* find(uint64_t correlation) const {
+    if (slots_.empty()) return nullptr;
+    const Slot& slot = slots_[correlation & (slots_.size() - 1)];
+    return slot.correlation == correlation ? &slot.call : nullptr;
+  }
+  // Whether a call with this id may have been pushed out.
+  bool maybe_forgotten(uint64_t correlation) const { return correlation <= forgotten_; }
+
+ private:
+  struct Slot {
+    uint64_t correlation = 0;  // 0: empty (calls of correlation 0 are not held)
+    Launch call;
+  };
+  static constexpr size_t kFirstSlots = 4096;
+  // Ids apart in the low bits stay apart in more of them: nothing collides.
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.correlation != 0) slots_[s.correlation & (slots_.size() - 1)] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  uint64_t forgotten_ = 0;  // highest id pushed out
+};
+
+// A GPU record waiting for its API call (read before it) or for the end of the pass.
+struct GpuUse {
+  GpuKind kind = GpuKind::kKernel;
+  uint32_t name = 0;   // kernels: string id
+  int32_t copy = -1;   // memcpy/memset: index in copy_rows_
+  int64_t start = 0;
+  int64_t dur = 0;
+  uint64_t seq = 0;
+};
+
+// An API call already closed that a later one may turn out to hold (a driver call
+// inside a runtime call is written first).
+struct ClosedCall {
+  int64_t start = 0;
+  int64_t end = 0;
 };
 
 // A range or mark whose name matches (or may match) the step marker: first pass only.
@@ -71,10 +181,12 @@ struct Candidate {
 struct Open {
   int64_t start = 0;
   int64_t children = 0;  // durations of the direct children so far
+  int64_t child_end = std::numeric_limits<int64_t>::min();  // latest end of an API call inside
   uint64_t seq = 0;
   uint32_t id = 0;
   int32_t step = -1;
   int32_t candidate = -1;
+  int32_t node = -1;     // StackNode, made when an API call first needs it
   uint16_t domain = 0;
 };
 
@@ -82,7 +194,10 @@ struct Thread {
   std::vector<Open> stack;
   int64_t last_ts = std::numeric_limits<int64_t>::min();        // as decode's: closes unterminated ranges
   int64_t last_event_ts = std::numeric_limits<int64_t>::min();  // last push, pop or mark
-  int64_t last_close_ts = std::numeric_limits<int64_t>::min();
+  int64_t last_close_ts = std::numeric_limits<int64_t>::min();  // last pop or API call's end
+  int64_t last_call_end = std::numeric_limits<int64_t>::min();
+  std::vector<ClosedCall> calls;  // since the last push or pop, in the order read
+  int64_t forgotten_call_start = std::numeric_limits<int64_t>::min();  // latest start dropped from `calls`
   uint64_t seq = 0;
   uint64_t dropped = 0;
   uint32_t next_seq = 0;
@@ -96,7 +211,11 @@ struct Thread {
 class ConnPass {
  public:
   ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps)
-      : conn_(conn), process_(process), marker_(marker), steps_(steps) {
+      : conn_(conn),
+        process_(process),
+        marker_(marker),
+        steps_(steps),
+        gpu_decoder_(gpu_scratch_, static_cast<int64_t>(conn.hello.real_ns - conn.hello.mono_ns)) {
     if (steps_ != nullptr) locator_ = std::make_unique<StepLocator>(*steps_);
   }
 
@@ -114,6 +233,8 @@ class ConnPass {
   }
 
   // Ranges never closed end at their thread's last timestamp, as decode closes them.
+  // GPU records still waiting for an API call have none: they count in the step
+  // their start falls in, and in no range.
   void finish() {
     for (auto& [tid, thread] : threads_) {
       while (!thread.stack.empty()) {
@@ -121,18 +242,40 @@ class ConnPass {
         ++unterminated_;
       }
     }
+    for (const auto& [correlation, uses] : waiting_gpu_) {
+      for (const GpuUse& use : uses) unmatched(use);
+    }
+    waiting_gpu_.clear();
+    for (const GpuUse& use : no_correlation_) unmatched(use);
+    no_correlation_.clear();
+    gpu_decoder_.finish();
   }
 
-  // Warnings and the dropped count, as decode gives them (first pass only).
+  // Warnings, dropped counts and GPU notes, as decode and attribute_gpu() give them
+  // (first pass only).
   void report(Process& proc) const {
     uint64_t thread_dropped = 0;
     for (const auto& [tid, thread] : threads_) thread_dropped += thread.dropped;
     proc.dropped += std::max<uint64_t>(conn_.bye ? conn_.bye->dropped : 0, thread_dropped);
     uint64_t unknown = 0;
     for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
+    proc.warnings.insert(proc.warnings.end(), gpu_scratch_.warnings.begin(), gpu_scratch_.warnings.end());
     add_decode_warnings(conn_, {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, 0, unterminated_, unknown},
                         proc);
+    if (unmatched_gpu_ > 0) {
+      proc.warnings.push_back(std::to_string(unmatched_gpu_) +
+                              " GPU records have no recorded launching API call; they count in no range");
+    }
+    proc.cupti_dropped = gpu_scratch_.cupti_dropped;
+    for (const auto& [text, id] : notices_) {
+      proc.gpu_notices.push_back(id != 0 && text == stand_in_text(id) ? final_text(id) : text);
+    }
   }
+
+  // Whether the image holds GPU records or device memory events (the table's CUDA columns).
+  bool has_gpu() const { return has_gpu_; }
+  // memcpy and memset rows: (kind, name) and what they add up.
+  const std::vector<std::tuple<const char*, std::string, Stats>>& copy_rows() const { return copy_rows_; }
 
   // The text an event of string `id` is named by once every frame has been read.
   std::string final_text(uint32_t id) const {
@@ -165,6 +308,7 @@ class ConnPass {
 
   const std::vector<NameState>& names() const { return names_; }
   uint64_t events() const { return events_; }
+  uint64_t gpu_records() const { return gpu_seq_ + syncs_; }
 
  private:
   void record(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid, Thread& thread) {
@@ -211,11 +355,206 @@ class ConnPass {
       case wire::Kind::kStart:
       case wire::Kind::kEnd:
         throw Refusal{"it holds start/end ranges"};
+      case wire::Kind::kCudaRuntime:
+      case wire::Kind::kCudaDriver:
+        api_call(r, tid, thread);
+        break;
       default:
-        if (r.kind >= static_cast<uint8_t>(wire::Kind::kCudaRuntime)) throw Refusal{"it holds CUDA or GPU records"};
+        if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) gpu_record(r, extra, extra_bytes);
         break;  // kPad, kinds newer than this reader: decode ignores them too
     }
     last_event_ = false;
+  }
+
+  // ---- CUDA API calls ----
+
+  // An API call arrives when it returns, as the interval [enter, exit]. It is a child of
+  // the range on top of the stack, and of any API call read later that holds it (a
+  // runtime call around the driver call it makes): the calls it holds were read before
+  // it. What the full analysis's interval nesting would settle otherwise is refused.
+  void api_call(const wire::Record& r, uint32_t tid, Thread& thread) {
+    const int64_t start = record_epoch_ns(conn_.hello, r.ts);
+    const int64_t end = std::max(start, record_epoch_ns(conn_.hello, r.a));
+    if (start < thread.last_event_ts) throw Refusal{"a thread's records go back in time"};
+    if (start <= thread.forgotten_call_start) throw Refusal{"an API call holds too many others"};
+    const int64_t dur = end - start;
+    int64_t held = 0;  // durations of the calls it holds, already counted in the range's children
+    auto& calls = thread.calls;
+    while (!calls.empty() && calls.back().start >= start) {
+      const ClosedCall& c = calls.back();
+      if (c.end > end) throw Refusal{"API calls overlap on a thread"};
+      if (c.start == start && c.end == end) throw Refusal{"two API calls span the same nanoseconds"};
+      held += c.end - c.start;
+      calls.pop_back();
+    }
+    if (!calls.empty() && (calls.back().end > start || (calls.back().end == start && dur == 0))) {
+      throw Refusal{"API calls overlap on a thread"};
+    }
+    if (dur == 0 && start == thread.last_close_ts) throw Refusal{"an API call starts at the nanosecond a range ended"};
+    touch(thread, start);
+    touch(thread, end);
+    use_name(r.name);
+    const uint64_t seq = thread.seq++;
+    const int32_t step = step_of(thread, start);
+    int32_t node = -1;
+    if (!thread.stack.empty()) {
+      Open& parent = thread.stack.back();
+      parent.children += dur - held;
+      parent.child_end = std::max(parent.child_end, end);
+      node = stack_node(thread);
+    }
+    if (calls.size() == kMaxClosedCalls) {
+      thread.forgotten_call_start = calls.front().start;
+      calls.erase(calls.begin());
+    }
+    calls.push_back({start, end});
+    thread.last_call_end = std::max(thread.last_call_end, end);
+    thread.last_close_ts = std::max(thread.last_close_ts, end);
+    ++events_;
+    if (counted(step)) {
+      Stats& st = name(r.name).api;
+      st.add_use({process_, 0, tid, start, -end, seq});
+      ++st.calls;
+      st.total_ns += dur;
+      st.self_ns += std::max<int64_t>(0, dur - held);
+    }
+    if (r.b == 0) return;  // correlation 0: no GPU record can name it
+    launch(r.b, Launch{node, step});
+  }
+
+  bool counted(int32_t step) const {
+    return steps_ == nullptr || (step >= 0 && recorded((*steps_)[static_cast<size_t>(step)].action));
+  }
+
+  // The StackNode of the thread's top range, making those of the stack that lack one.
+  int32_t stack_node(Thread& thread) {
+    int32_t parent = -1;
+    for (Open& o : thread.stack) {
+      if (o.node < 0) {
+        const bool in_step = counted(o.step);
+        const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 33) |
+                             (uint64_t{o.id} << 1) | (in_step ? 1 : 0);
+        auto [it, fresh] = node_index_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
+        if (fresh) {
+          if (nodes_.size() >= kMaxStackNodes) throw Refusal{"too many distinct range stacks around API calls"};
+          nodes_.push_back({parent, o.id, in_step});
+        }
+        o.node = it->second;
+      }
+      parent = o.node;
+    }
+    return parent;
+  }
+
+  // Holds the call for the GPU records that name it, and hands it those read before it.
+  void launch(uint64_t correlation, const Launch& call) {
+    if (launches_.maybe_forgotten(correlation)) throw Refusal{"an API call came long after the ones around it"};
+    if (!launches_.add(correlation, call)) throw Refusal{"two API calls share a correlation id"};
+    auto waiting = waiting_gpu_.find(correlation);
+    if (waiting == waiting_gpu_.end()) return;
+    for (const GpuUse& use : waiting->second) matched(use, call);
+    waiting_gpu_count_ -= waiting->second.size();
+    waiting_gpu_.erase(waiting);
+  }
+
+  // ---- GPU records ----
+
+  void gpu_record(const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
+    use_name(r.name);
+    const auto kind = static_cast<wire::Kind>(r.kind);
+    // Device and notice names are kept; kernels are counted by their name's string id.
+    Name text;
+    if (kind == wire::Kind::kDevice || kind == wire::Kind::kGpuNotice) text = current_text(r.name);
+    if (!gpu_decoder_.decode(r, extra, extra_bytes, 0, text)) return;
+    if (kind == wire::Kind::kGpuNotice && !text.empty()) {
+      auto seen = std::find_if(notices_.begin(), notices_.end(), [&](const auto& n) { return n.first == text.str(); });
+      if (seen == notices_.end()) notices_.emplace_back(text.str(), r.name);
+    }
+    if (!gpu_scratch_.memory_events.empty()) has_gpu_ = true;
+    for (const GpuEvent& g : gpu_scratch_.gpu_events) {
+      has_gpu_ = true;
+      if (g.kind == GpuKind::kSync) {
+        ++syncs_;
+        continue;  // no row, and never unmatched
+      }
+      GpuUse use;
+      use.kind = g.kind;
+      use.start = g.start_ns;
+      use.dur = g.dur_ns();
+      use.seq = gpu_seq_++;
+      if (g.kind == GpuKind::kKernel) {
+        use.name = r.name;
+      } else {
+        use.copy = copy_row(g.kind == GpuKind::kMemcpy ? "memcpy" : "memset", g.name);
+      }
+      gpu_use(g.correlation, use);
+    }
+    gpu_scratch_.gpu_events.clear();
+    gpu_scratch_.memory_events.clear();
+    gpu_scratch_.profiler_toggles.clear();
+  }
+
+  void gpu_use(uint64_t correlation, const GpuUse& use) {
+    if (correlation == 0) {
+      no_correlation_.push_back(use);  // unmatched; counted at the end with the steps known
+      if (no_correlation_.size() > kMaxWaitingGpu) throw Refusal{"too many GPU records without a correlation id"};
+      return;
+    }
+    if (const Launch* call = launches_.find(correlation)) {
+      matched(use, *call);
+      return;
+    }
+    if (launches_.maybe_forgotten(correlation)) throw Refusal{"a GPU record came long after its API call"};
+    waiting_gpu_[correlation].push_back(use);
+    if (++waiting_gpu_count_ > kMaxWaitingGpu) throw Refusal{"too many GPU records came before their API calls"};
+  }
+
+  // A GPU record with its API call: its row counts in the call's step, and its time in
+  // the ranges around the call (Self CUDA for the innermost).
+  void matched(const GpuUse& use, const Launch& call) {
+    count_gpu_row(use, call.step);
+    if (call.node < 0) return;
+    const StackNode& innermost = nodes_[static_cast<size_t>(call.node)];
+    if (innermost.counted) names_[innermost.id].range.self_cuda_ns += use.dur;
+    for (int32_t n = call.node; n >= 0; n = nodes_[static_cast<size_t>(n)].parent) {
+      const StackNode& node = nodes_[static_cast<size_t>(n)];
+      if (node.counted) names_[node.id].range.cuda_total_ns += use.dur;
+    }
+  }
+
+  void unmatched(const GpuUse& use) {
+    ++unmatched_gpu_;
+    if (steps_ == nullptr) {
+      count_gpu_row(use, 0);
+      return;
+    }
+    ptrdiff_t cursor = 0;
+    count_gpu_row(use, locator_->step_of(use.start, cursor, /*restart=*/true));
+  }
+
+  void count_gpu_row(const GpuUse& use, int32_t step) {
+    if (!counted(step)) return;
+    Stats& st = use.kind == GpuKind::kKernel ? name(use.name).kernel
+                                             : std::get<2>(copy_rows_[static_cast<size_t>(use.copy)]);
+    const FirstUse here{process_, 1, 0, use.start, 0, use.seq};
+    if (st.calls == 0 || here.key() < st.first.key()) st.mangled = use.name;
+    st.add_use(here);
+    ++st.calls;
+    st.self_cuda_ns += use.dur;
+    st.cuda_total_ns += use.dur;
+  }
+
+  int32_t copy_row(const char* kind, const Name& row_name) {
+    auto [it, fresh] = copy_index_.try_emplace(row_name.id(), static_cast<int32_t>(copy_rows_.size()));
+    if (fresh) copy_rows_.emplace_back(kind, row_name.str(), Stats{});
+    return it->second;
+  }
+
+  // A string's text as decode would name it now: its definition, or a stand-in.
+  Name current_text(uint32_t id) {
+    if (id == 0) return {};
+    const NameState& n = name(id);
+    return n.defined ? Name(n.text) : Name(stand_in_text(id));
   }
 
   void define(const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
@@ -310,6 +649,8 @@ class ConnPass {
     // A range starting at the very nanosecond another ended: interval nesting may
     // order the two either way.
     if (ts == thread.last_close_ts) throw Refusal{"a range starts at the nanosecond another ended"};
+    if (ts < thread.last_call_end) throw Refusal{"a range starts inside an API call"};
+    thread.calls.clear();
     NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
     const int32_t step = step_of(thread, ts);
@@ -338,6 +679,7 @@ class ConnPass {
     }
     close_top(thread, tid, ts);
     thread.last_close_ts = ts;
+    thread.calls.clear();
   }
 
   void mark(const wire::Record& r, uint32_t tid, Thread& thread) {
@@ -359,16 +701,17 @@ class ConnPass {
     const uint32_t id = o.id;
     const uint64_t seq = o.seq;
     const int32_t step = o.step;
+    const int64_t start = o.start;
+    if (end < o.child_end) throw Refusal{"an API call ends after the range around it"};
     if (o.candidate >= 0) candidates_[o.candidate].end = end;
     stack.pop_back();
     if (!stack.empty()) stack.back().children += dur;
-    if (steps_ != nullptr && (step < 0 || !recorded((*steps_)[step].action))) return;
-    NameState& n = names_[id];
-    ++n.calls;
-    n.total_ns += dur;
-    n.self_ns += self;
-    const FirstUse here{process_, tid, seq};
-    if (n.calls == 1 || here.key() < n.first.key()) n.first = here;
+    if (!counted(step)) return;
+    Stats& st = names_[id].range;
+    st.add_use({process_, 0, tid, start, -end, seq});
+    ++st.calls;
+    st.total_ns += dur;
+    st.self_ns += self;
   }
 
   const ConnInput& conn_;
@@ -381,6 +724,22 @@ class ConnPass {
   std::unordered_map<uint16_t, uint32_t> domains_;
   std::unordered_map<uint64_t, uint32_t> categories_;
   std::vector<Candidate> candidates_;
+  // GPU side: records are decoded one at a time into gpu_scratch_ and taken out of it.
+  Process gpu_scratch_;
+  GpuDecoder gpu_decoder_;
+  std::vector<StackNode> nodes_;
+  std::unordered_map<uint64_t, int32_t> node_index_;
+  Launches launches_;
+  std::unordered_map<uint64_t, std::vector<GpuUse>> waiting_gpu_;
+  size_t waiting_gpu_count_ = 0;
+  std::vector<GpuUse> no_correlation_;
+  std::vector<std::tuple<const char*, std::string, Stats>> copy_rows_;
+  std::unordered_map<const void*, int32_t> copy_index_;  // by the row name's identity
+  std::vector<std::pair<std::string, uint32_t>> notices_;  // as first read, and their string id
+  uint64_t gpu_seq_ = 0;  // GPU records with a row, as read
+  uint64_t syncs_ = 0;
+  uint64_t unmatched_gpu_ = 0;
+  bool has_gpu_ = false;
   uint16_t last_domain_ = 0;
   bool last_event_ = false;
   uint64_t events_ = 0;
@@ -421,27 +780,58 @@ struct Row {
   FirstUse first;
 };
 
+// The rows of a run, by (kind, name) as the full analysis keys them.
+class Rows {
+ public:
+  void add(const char* kind, const std::string& name, const Stats& st, const std::string& mangled = {}) {
+    if (st.calls == 0) return;
+    auto [it, fresh] = index_.try_emplace(std::string(kind) + '\n' + name, rows_.size());
+    if (fresh) {
+      Row& row = rows_.emplace_back();
+      row.stats.name = name;
+      row.stats.kind = kind;
+      row.stats.mangled = mangled;
+      row.first = st.first;
+    }
+    Row& row = rows_[it->second];
+    row.stats.calls += st.calls;
+    row.stats.self_cpu_ns += st.self_ns;
+    row.stats.cpu_total_ns += st.total_ns;
+    row.stats.self_cuda_ns += st.self_cuda_ns;
+    row.stats.cuda_total_ns += st.cuda_total_ns;
+    if (st.first.key() < row.first.key()) {
+      row.first = st.first;
+      if (!mangled.empty()) row.stats.mangled = mangled;
+    }
+  }
+
+  // The rows in the order the full analysis first adds to them.
+  std::vector<OpStats> take() {
+    std::stable_sort(rows_.begin(), rows_.end(),
+                     [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
+    std::vector<OpStats> out;
+    for (Row& row : rows_) out.push_back(std::move(row.stats));
+    return out;
+  }
+
+ private:
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<Row> rows_;
+};
+
 // Adds a pass's counted names to the rows, by the name analysis gives their row.
-void add_rows(const ConnPass& pass, std::unordered_map<std::string, size_t>& index, std::vector<Row>& rows) {
+void add_rows(const ConnPass& pass, Rows& rows) {
   const std::vector<NameState>& names = pass.names();
   for (uint32_t id = 0; id < names.size(); ++id) {
     const NameState& n = names[id];
-    if (n.calls == 0) continue;
-    std::string row_name = pass.final_text(id);
-    if (row_name.starts_with(kStepNamePrefix)) row_name = kStepRowName;
-    auto [it, fresh] = index.try_emplace(row_name, rows.size());
-    if (fresh) {
-      Row& row = rows.emplace_back();
-      row.stats.name = row_name;
-      row.stats.kind = "nvtx";
-      row.first = n.first;
-    }
-    Row& row = rows[it->second];
-    row.stats.calls += n.calls;
-    row.stats.self_cpu_ns += n.self_ns;
-    row.stats.cpu_total_ns += n.total_ns;
-    if (n.first.key() < row.first.key()) row.first = n.first;
+    if (n.range.calls == 0 && n.api.calls == 0 && n.kernel.calls == 0) continue;
+    const std::string text = pass.final_text(id);
+    const std::string event_row = text.starts_with(kStepNamePrefix) ? std::string(kStepRowName) : text;
+    rows.add("nvtx", event_row, n.range);
+    rows.add("cuda_api", event_row, n.api);
+    if (n.kernel.calls != 0) rows.add("kernel", demangle(text), n.kernel, pass.final_text(n.kernel.mangled));
   }
+  for (const auto& [kind, name, st] : pass.copy_rows()) rows.add(kind, name, st);
 }
 
 }  // namespace
@@ -466,8 +856,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
   }
 
   FrameSource source(reader);
-  std::unordered_map<std::string, size_t> index;
-  std::vector<Row> rows;
+  Rows rows;
   out.passes = 1;
   try {
     for (size_t p = 0; p < scanned.conns.size(); ++p) {
@@ -478,14 +867,16 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       source.read(conn, first);
       first.report(proc);
       if (conn.bye) apply_bye(*conn.bye, proc);
+      run.has_gpu = run.has_gpu || first.has_gpu();
       out.events += first.events();
+      out.gpu_records += first.gpu_records();
       if (first.events() == 0) continue;
       Process markers;
       markers.events_list = first.markers();
       if (markers.events_list.empty()) {
         // The whole process is one step, holding every event.
         const bool counted = !options.schedule || recorded(schedule_action(*options.schedule, 0));
-        if (counted) add_rows(first, index, rows);
+        if (counted) add_rows(first, rows);
         continue;
       }
       for (const Event& e : markers.events_list) {
@@ -496,16 +887,22 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       const std::vector<Step> steps = steps_of_markers(markers, order, options.schedule);
       ConnPass second(conn, p, marker, &steps);
       source.read(conn, second);
-      add_rows(second, index, rows);
+      add_rows(second, rows);
       out.passes = 2;
     }
   } catch (const Refusal& r) {
     return refuse(r.why);
   }
   apply_launcher_view(run, scanned);
-  for (const Process& proc : run.processes) run.dropped_events += proc.dropped;
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
-  for (Row& row : rows) run.ops.push_back(std::move(row.stats));
+  for (const Process& proc : run.processes) {
+    run.dropped_events += proc.dropped;
+    run.cupti_dropped += proc.cupti_dropped;
+    for (const std::string& n : proc.gpu_notices) run.gpu_notices.push_back("pid " + std::to_string(proc.pid) + ": " + n);
+  }
+  run.ops = rows.take();
+  for (const OpStats& op : run.ops) {
+    if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) run.has_gpu = true;
+  }
   return out;
 }
 

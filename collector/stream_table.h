@@ -1,14 +1,17 @@
 // The operator table straight from a capture, without holding its events: each
-// connection's frames are read in order, every range is nested on its thread's stack
-// and added to its row when it ends. Memory depends on the names, threads and nesting
-// depth of a run, not on how many events it holds.
+// connection's frames are read in order, every range and CUDA API call is nested on its
+// thread's stack and added to its row when it ends, and every GPU record is added to its
+// row and to the ranges around the API call that launched it (found by correlation id,
+// whichever of the two was read first). Memory depends on the names, threads, nesting
+// depth and launches in flight of a run, not on how many events it holds.
 //
 // It gives what decode_capture() + analyse() put in Run::ops, row for row and in the
-// same order, for captures of NVTX push/pop ranges and marks: the usual traffic of a
-// program annotated with NVTX. One pass suffices when no name matches the step marker;
-// otherwise a first pass finds the steps and a second one aggregates. A capture holding
-// anything else (start/end ranges, CUDA or GPU records, PyTorch op messages, two images
-// of one process, ranges whose order on a thread the stack cannot settle) is refused with
+// same order, for captures of NVTX push/pop ranges and marks, CUDA API calls and GPU
+// records: the usual traffic of a program annotated with NVTX, on a GPU or not. One pass
+// suffices when no name matches the step marker; otherwise a first pass finds the steps
+// and a second one aggregates. A capture holding anything else (start/end ranges,
+// PyTorch op messages, two images of one process, records whose order on a thread the
+// stack cannot settle, GPU records read too long after their API calls) is refused with
 // the reason, and the caller analyses it whole.
 #pragma once
 
@@ -23,9 +26,11 @@ namespace torchprof {
 
 struct StreamedTable {
   // ops and has_gpu as analyse() sets them; processes with their identity, dropped
-  // counts and warnings (no events); dropped_events, truncated, warnings and exit_code.
+  // counts, warnings and GPU notes (no events); dropped_events, cupti_dropped,
+  // gpu_notices, truncated, warnings and exit_code.
   Run run;
-  uint64_t events = 0;  // timeline events read (ranges and marks), as decode counts them
+  uint64_t events = 0;       // timeline events read (ranges, marks, API calls), as decode counts them
+  uint64_t gpu_records = 0;  // kernels, copies, memsets and syncs read (decode's gpu_events)
   int passes = 0;       // 1, or 2 when step markers were found
 };
 

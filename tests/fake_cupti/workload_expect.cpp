@@ -165,6 +165,9 @@ void Walker::walk_item(const Item& item, std::vector<std::string>* stack) {
       stack->pop_back();
       break;
     }
+    case Op::kRepeat:
+      for (uint64_t i = 0; i < item.bytes; ++i) walk(item.body, stack);
+      break;
     case Op::kThread: {
       std::vector<std::string> own;  // ranges do not cross threads
       walk(item.body, &own);

@@ -72,6 +72,9 @@ const std::pair<const char*, const char*> kScenarios[] = {
     {"drops", "range:lossy{ kernel:_Z4tinyv:10us ; kernel:_Z4tinyv:10us ; kernel:_Z4tinyv:10us ; dropped:5 } ; sync"},
     {"driver", "range:triton{ dkernel:triton_poi_fused_add_0:50us ; dkernel:triton_poi_fused_add_0:50us } ; sync"},
     {"blocking", "range:copy_back{ kernel:_Z4workv:1000us ; memcpy:dtoh:8388608:3000us:sync }"},
+    {"repeat",
+     "repeat:50{ range:step{ kernel:_Z4gemmv:20us ; dkernel:triton_fused:5us ; memcpy:htod:65536:3us ;"
+     " kernel:_Z7softmaxv:4us:stream=9 } } ; sync"},
 };
 
 }  // namespace

@@ -151,8 +151,11 @@ Item parse_block_head(std::string_view head) {
   } else if (head.rfind("range:", 0) == 0 && head.size() > 6) {
     item.op = Op::kRange;
     item.name = std::string(head.substr(6));
+  } else if (head.rfind("repeat:", 0) == 0) {
+    item.op = Op::kRepeat;
+    item.bytes = parse_integer(head.substr(7));
   } else {
-    fail("only range:NAME and thread take a {block}", head);
+    fail("only range:NAME, thread and repeat:N take a {block}", head);
   }
   return item;
 }
@@ -214,6 +217,9 @@ void run_item(const Item& item, const FakeCudaApi& api, const RangeHooks& hooks,
       hooks.push(item.name);
       run_items(item.body, api, hooks, run);
       hooks.pop();
+      break;
+    case Op::kRepeat:
+      for (uint64_t i = 0; i < item.bytes; ++i) run_items(item.body, api, hooks, run);
       break;
     case Op::kThread: {
       std::thread worker([&] { run_items(item.body, api, hooks, run); });

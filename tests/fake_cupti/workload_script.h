@@ -4,6 +4,7 @@
 //   script := item (';' item)*            whitespace around items is ignored
 //   range:NAME{script}                    NVTX push NAME … pop (NAME may contain ':')
 //   thread{script}                        runs script on a new thread, then joins it
+//   repeat:N{script}                      runs script N times (large captures from a short line)
 //   kernel:NAME:DUR[:stream=S]            cudaLaunchKernel (default stream 7)
 //   dkernel:NAME:DUR[:stream=S]           cuLaunchKernel (driver API, like Triton)
 //   memcpy:htod|dtoh|dtod:BYTES:DUR[:stream=S][:sync]   cudaMemcpyAsync, or cudaMemcpy with :sync
@@ -54,7 +55,7 @@ struct RangeHooks {
 };
 
 enum class Op {
-  kRange, kThread, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
+  kRange, kThread, kRepeat, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
   kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset, kProfilerStart
 };
 
@@ -67,7 +68,7 @@ struct Item {
   Op op = Op::kBusy;
   std::string name;  // range name, kernel name, allocation tag
   uint64_t duration_ns = 0;
-  uint64_t bytes = 0;  // also the count of dropped:N
+  uint64_t bytes = 0;  // also the count of dropped:N and of repeat:N
   int memcpy_kind = 0;  // CUpti_ActivityMemcpyKind
   uint32_t stream = 7;
   int64_t sync_stream = kFakeAllStreams;

@@ -63,8 +63,15 @@ void check_same(const std::string& path, const AnalysisOptions& options, const S
   CHECK(streamed.run.truncated == full.truncated);
   CHECK(warnings(streamed.run) == warnings(full));
   uint64_t events = 0;
-  for (const Process& p : full.processes) events += p.events_list.size();
+  uint64_t gpu_records = 0;
+  for (const Process& p : full.processes) {
+    events += p.events_list.size();
+    gpu_records += p.gpu_events.size();
+  }
   CHECK(streamed.events == events);
+  CHECK(streamed.gpu_records == gpu_records);
+  CHECK(streamed.run.cupti_dropped == full.cupti_dropped);
+  CHECK(streamed.run.gpu_notices == full.gpu_notices);
 }
 
 StreamedTable streamed_ok(const std::string& path, const AnalysisOptions& options) {
@@ -138,7 +145,19 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   CHECK(refusal(capture("stream_start.tprof", start_end)).find("start/end") != std::string::npos);
   Slots api;
   api.str(1, "cudaLaunchKernel").api(1, 1000, 1100, 5);
-  CHECK(refusal(capture("stream_api.tprof", api)).find("CUDA") != std::string::npos);
+  CHECK(refusal(capture("stream_api.tprof", api)) == "(accepted)");
+  Slots outlives;  // the call returns after the range around it has ended
+  outlives.str(1, "a").str(2, "cudaLaunchKernel").push(1, 1000).api(2, 1050, 1200, 5).pop(1100);
+  CHECK(refusal(capture("stream_outlives.tprof", outlives)).find("ends after the range") != std::string::npos);
+  Slots inside;  // a range pushed while a call was running
+  inside.str(1, "a").str(2, "cudaLaunchKernel").push(1, 1000).api(2, 900, 1100, 5).pop(1200);
+  CHECK(refusal(capture("stream_inside.tprof", inside)).find("back in time") != std::string::npos);
+  Slots overlap;  // two calls on one thread that overlap without one holding the other
+  overlap.str(1, "cudaLaunchKernel").api(1, 1000, 1100, 5).api(1, 1050, 1200, 6);
+  CHECK(refusal(capture("stream_overlap.tprof", overlap)).find("overlap") != std::string::npos);
+  Slots shared;  // two calls with one correlation id: which one a GPU record names is the list's order
+  shared.str(1, "cudaLaunchKernel").api(1, 1000, 1100, 5).api(1, 1200, 1300, 5);
+  CHECK(refusal(capture("stream_shared.tprof", shared)).find("correlation") != std::string::npos);
   Slots op;
   op.str(1, "aten::add, seq = 3").push(1, 1000).pop(1100);
   CHECK(refusal(capture("stream_op.tprof", op)).find("PyTorch") != std::string::npos);
@@ -155,6 +174,70 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   plain.str(1, "a").push(1, 1000).pop(1100);
   CHECK(refusal(capture("stream_plain.tprof", plain)) == "(accepted)");
   CHECK(refusal(capture("stream_exec.tprof", plain, 2)).find("two images") != std::string::npos);
+}
+
+TEST_CASE("stream_table: CUDA API calls and GPU records as the full analysis") {
+  CaptureBuilder b;
+  b.chunk(ChunkType::kHello, 1, hello(10));
+  // The activity thread's first frame comes before the frame of the call it names.
+  Slots early;
+  early.kernel(6, 2300, 2400, 10, 7);
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(99, 0, early));
+  Slots t1;
+  t1.str(1, "ProfilerStep#0").str(2, "ProfilerStep#1").str(3, "fwd").str(4, "cudaLaunchKernel")
+      .str(5, "cuLaunchKernel").str(6, "_Z4gemmv").str(7, "relu_kernel").str(8, "cudaMemcpyAsync")
+      .str(9, "cudaStreamSynchronize")
+      .push(1, 2000).push(3, 2100)
+      .api(5, 2210, 2240, 11, 307, Kind::kCudaDriver)  // written first: it returns first
+      .api(4, 2200, 2250, 10)                          // holds the driver call
+      .api(8, 2300, 2320, 12)
+      .pop(2500)                                       // fwd
+      .api(4, 2600, 2650, 13)                          // two kernels: a graph's
+      .api(9, 2700, 2800, 14)
+      .pop(3000)                                       // step 0
+      .push(2, 3010).push(3, 3100).api(4, 3150, 3180, 20).pop(3200).pop(3800);
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(1, 0, t1));
+  Slots late;
+  late.copy(Kind::kMemcpy, 2330, 2340, 12, 4096, 7, 1, 1, 3)
+      .memory(true, 2310, 0x1000, 4096, 12)
+      .kernel(7, 2700, 2720, 13, 7)
+      .kernel(7, 2720, 2750, 13, 7)
+      .with_extra(Kind::kSync, 0, 2710, 2790, 14, 0, wire::GpuSyncExtra{})
+      .kernel(6, 3300, 3500, 20, 7)
+      .kernel(7, 5000, 5010, 999, 7);  // no call names it; in no step
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(99, 1, late));
+  b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 10, 0, 6000));
+  const std::string path = b.save("stream_gpu.tprof");
+
+  AnalysisOptions options;
+  const StreamedTable t = streamed_ok(path, options);
+  CHECK(t.passes == 2);
+  check_same(path, options, t);
+  CHECK(t.run.has_gpu);
+  std::map<std::string, OpStats> by_name;
+  for (const OpStats& op : t.run.ops) by_name[op.kind + " " + op.name] = op;
+  // fwd holds the calls of kernel 10 and copy 12 in step 0 and of kernel 20 in step 1.
+  CHECK(by_name["nvtx fwd"].self_cuda_ns == 100 + 10 + 200);
+  CHECK(by_name["nvtx fwd"].cuda_total_ns == 100 + 10 + 200);
+  CHECK(by_name["nvtx fwd"].self_cpu_ns == (400 - 50 - 20) + (100 - 30));
+  CHECK(by_name["nvtx ProfilerStep*"].self_cuda_ns == 20 + 30);
+  CHECK(by_name["nvtx ProfilerStep*"].cuda_total_ns == 310 + 50);
+  CHECK(by_name["kernel gemm()"].calls == 2);
+  CHECK(by_name["kernel gemm()"].mangled == "_Z4gemmv");
+  CHECK(by_name["kernel relu_kernel"].calls == 2);  // the record in no step is not counted
+  CHECK(by_name["cuda_api cudaLaunchKernel"].calls == 3);
+  CHECK(by_name["cuda_api cudaLaunchKernel"].cpu_total_ns == 50 + 50 + 30);
+  CHECK(by_name["cuda_api cudaLaunchKernel"].self_cpu_ns == 20 + 50 + 30);  // less the driver call
+  CHECK(by_name["cuda_api cuLaunchKernel"].calls == 1);
+  CHECK(t.run.processes.at(0).warnings ==
+        std::vector<std::string>{"1 GPU records have no recorded launching API call; they count in no range"});
+
+  options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
+  check_same(path, options, streamed_ok(path, options));
+  options.step_marker = "^never$";  // one step, one pass: the unmatched kernel counts too
+  const StreamedTable one = streamed_ok(path, options);
+  CHECK(one.passes == 1);
+  check_same(path, options, one);
 }
 
 // Random captures: several processes and threads, nested ranges in two domains, marks,
@@ -251,6 +334,126 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
   std::string reasons;
   for (const auto& [why, count] : refused) reasons += "; " + std::to_string(count) + " " + why;
   MESSAGE("streamed " << accepted << " of " << kCaptures << " random captures" << reasons);
+}
+
+// Random captures with CUDA API calls (runtime calls holding driver calls, calls under
+// ranges and outside them) and the activity thread's GPU records: kernels, graph
+// launches (several kernels per call), copies, memsets, syncs, memory, records of
+// unknown calls and of no call, written before or after the calls they name.
+TEST_CASE("stream_table: random GPU captures give the full analysis's table or are refused") {
+  std::mt19937 rng(20261201);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  int accepted = 0;
+  int with_gpu_rows = 0;
+  std::map<std::string, int> refused;
+  const int kCaptures = 150;
+  for (int c = 0; c < kCaptures; ++c) {
+    CaptureBuilder b;
+    b.chunk(ChunkType::kHello, 1, hello(100));
+    const int threads = 1 + pick(2);
+    std::vector<std::vector<Slots>> frames(static_cast<size_t>(threads) + 1);  // the last: activity
+    Slots names;
+    names.str(1, "ProfilerStep#1").str(2, "ProfilerStep#2").str(3, "fwd").str(4, "bwd")
+        .str(10, "cudaLaunchKernel").str(11, "cuLaunchKernel").str(12, "cudaMemcpyAsync")
+        .str(20, "_Z4gemmv").str(21, "relu_kernel");
+    std::vector<uint64_t> correlations;
+    uint64_t next_corr = 1;
+    Slots activity;
+    auto gpu_for = [&](uint64_t corr, uint64_t at) {
+      const int n = pick(5) == 0 ? 2 + pick(3) : 1;  // a graph launch now and then
+      for (int k = 0; k < n; ++k) {
+        const uint64_t start = at + 5 + static_cast<uint64_t>(pick(200));
+        const uint64_t end = start + static_cast<uint64_t>(pick(50));
+        switch (pick(6)) {
+          case 0: activity.copy(Kind::kMemcpy, start, end, corr, 64, 7, 1, 1, 3); break;
+          case 1: activity.copy(Kind::kMemset, start, end, corr, 64, 7, 0, 0, 3); break;
+          case 2: activity.with_extra(Kind::kSync, 0, start, end, corr, 0, wire::GpuSyncExtra{}); break;
+          case 3: activity.memory(pick(2) == 0, start, 0x1000, 64, corr); break;
+          default: activity.kernel(static_cast<uint32_t>(20 + pick(2)), start, end, corr, 7); break;
+        }
+      }
+      if (pick(4) == 0) {
+        frames.back().push_back(activity);
+        activity = Slots();
+      }
+    };
+    for (int t = 0; t < threads; ++t) {
+      uint64_t ts = 1000 + static_cast<uint64_t>(pick(50));
+      int depth = 0;
+      int step = 0;
+      Slots cur = t == 0 ? names : Slots();
+      const int records = 5 + pick(60);
+      for (int r = 0; r < records; ++r) {
+        ts += static_cast<uint64_t>(1 + pick(30));
+        const int what = pick(12);
+        if (what < 3 || (depth == 0 && what < 6)) {
+          uint32_t name = static_cast<uint32_t>(3 + pick(2));
+          if (t == 0 && depth == 0 && pick(2) == 0) name = static_cast<uint32_t>(1 + (step++ % 2));
+          cur.push(name, ts);
+          ++depth;
+        } else if (what < 6) {
+          cur.pop(ts);
+          --depth;
+        } else if (what < 10) {
+          const uint64_t enter = ts;
+          const uint64_t exit = enter + 2 + static_cast<uint64_t>(pick(20));
+          const uint64_t corr = pick(15) == 0 ? 0 : next_corr++;
+          if (pick(3) == 0) {  // a runtime call that makes a driver call, written first
+            const uint64_t inner = next_corr++;
+            cur.api(11, enter + 1, exit - 1, inner, 307, Kind::kCudaDriver);
+            if (pick(2) == 0) gpu_for(inner, enter);
+          }
+          cur.api(static_cast<uint32_t>(pick(4) == 0 ? 12 : 10), enter, exit, corr);
+          if (corr != 0 && pick(6) != 0) gpu_for(corr, enter);
+          ts = exit + static_cast<uint64_t>(pick(3));
+        } else if (what == 10) {
+          if (pick(3) == 0) gpu_for(pick(2) == 0 ? 0 : 100000 + static_cast<uint64_t>(pick(10)), ts);
+        } else {
+          frames[static_cast<size_t>(t)].push_back(cur);
+          cur = Slots();
+        }
+      }
+      frames[static_cast<size_t>(t)].push_back(cur);
+    }
+    frames.back().push_back(activity);
+    // Frames interleaved at random: GPU records may come before their calls.
+    std::vector<size_t> next(frames.size(), 0);
+    size_t left = 0;
+    for (const auto& f : frames) left += f.size();
+    while (left > 0) {
+      const auto t = static_cast<size_t>(pick(static_cast<int>(frames.size())));
+      if (next[t] >= frames[t].size()) continue;
+      const uint32_t tid = t + 1 == frames.size() ? 99 : static_cast<uint32_t>(t + 1);
+      b.chunk(ChunkType::kFrame, 1, test::frame_body(tid, static_cast<uint32_t>(next[t]), frames[t][next[t]]));
+      ++next[t];
+      --left;
+    }
+    b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 50, 0, 90000));
+    const std::string path = b.save("stream_random_gpu.tprof");
+    AnalysisOptions options;
+    if (pick(2) == 0) options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
+    std::string why;
+    const std::optional<StreamedTable> streamed = stream_table(path, options, &why);
+    if (!streamed) {
+      ++refused[why];
+      continue;
+    }
+    ++accepted;
+    for (const OpStats& op : streamed->run.ops) {
+      if (op.kind == "kernel" && op.calls > 0) {
+        ++with_gpu_rows;
+        break;
+      }
+    }
+    INFO("capture " << c);
+    check_same(path, options, *streamed);
+  }
+  CHECK(accepted >= kCaptures / 2);
+  CHECK(with_gpu_rows >= kCaptures / 4);
+  std::string reasons;
+  for (const auto& [why, count] : refused) reasons += "; " + std::to_string(count) + " " + why;
+  MESSAGE("streamed " << accepted << " of " << kCaptures << " random GPU captures, " << with_gpu_rows
+                      << " with kernel rows" << reasons);
 }
 
 }  // namespace torchprof
