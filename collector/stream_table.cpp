@@ -393,6 +393,7 @@ class ConnPass {
     if (dur == 0 && start == thread.last_close_ts) throw Refusal{"an API call starts at the nanosecond a range ended"};
     touch(thread, start);
     touch(thread, end);
+    first_event_ts_ = std::min(first_event_ts_, start);
     use_name(r.name);
     const uint64_t seq = thread.seq++;
     const int32_t step = step_of(thread, start);
@@ -423,7 +424,7 @@ class ConnPass {
   }
 
   bool counted(int32_t step) const {
-    return steps_ == nullptr || (step >= 0 && recorded((*steps_)[static_cast<size_t>(step)].action));
+    return step >= 0 && (steps_ == nullptr || recorded((*steps_)[static_cast<size_t>(step)].action));
   }
 
   // The StackNode of the thread's top range, making those of the stack that lack one.
@@ -525,7 +526,18 @@ class ConnPass {
   void unmatched(const GpuUse& use) {
     ++unmatched_gpu_;
     if (steps_ == nullptr) {
-      count_gpu_row(use, 0);
+      // Without markers the one step spans the process, as decode and compute_nesting()
+      // bound it: its records' earliest and latest times, GPU records' included, and the
+      // time of its goodbye; a start of 0 counts as unknown, and the first event's is taken.
+      int64_t first = first_ts_;
+      int64_t last = last_ts_;
+      if (gpu_decoder_.any()) {
+        first = std::min(first, gpu_decoder_.first_ns());
+        last = std::max(last, gpu_decoder_.last_ns());
+      }
+      if (first == 0) first = first_event_ts_;
+      if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
+      count_gpu_row(use, first <= use.start && use.start <= last ? 0 : -1);
       return;
     }
     ptrdiff_t cursor = 0;
@@ -612,7 +624,11 @@ class ConnPass {
 
   [[gnu::noinline]] bool matches_marker(uint32_t id) const { return std::regex_search(final_text(id), marker_); }
 
-  static void touch(Thread& t, int64_t ts) { t.last_ts = std::max(t.last_ts, ts); }
+  void touch(Thread& t, int64_t ts) {
+    t.last_ts = std::max(t.last_ts, ts);
+    first_ts_ = std::min(first_ts_, ts);
+    last_ts_ = std::max(last_ts_, ts);
+  }
 
   // A thread's pushes, pops and marks in time order nest on its stack exactly as
   // decode's interval nesting does; anything else is left to it.
@@ -638,6 +654,7 @@ class ConnPass {
   // state, taken last since the other lookups may grow names_.
   NameState& begin_event(const wire::Record& r, Thread& thread, int64_t ts) {
     touch(thread, ts);
+    first_event_ts_ = std::min(first_event_ts_, ts);
     use_domain(r.domain);
     use_attr(r.domain, r.a);
     last_domain_ = r.domain;
@@ -649,7 +666,7 @@ class ConnPass {
     // A range starting at the very nanosecond another ended: interval nesting may
     // order the two either way.
     if (ts == thread.last_close_ts) throw Refusal{"a range starts at the nanosecond another ended"};
-    if (ts < thread.last_call_end) throw Refusal{"a range starts inside an API call"};
+    if (ts <= thread.last_call_end) throw Refusal{"a range starts inside an API call or as one ends"};
     thread.calls.clear();
     NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
@@ -736,6 +753,9 @@ class ConnPass {
   std::vector<std::tuple<const char*, std::string, Stats>> copy_rows_;
   std::unordered_map<const void*, int32_t> copy_index_;  // by the row name's identity
   std::vector<std::pair<std::string, uint32_t>> notices_;  // as first read, and their string id
+  int64_t first_ts_ = std::numeric_limits<int64_t>::max();  // over every thread's records
+  int64_t first_event_ts_ = std::numeric_limits<int64_t>::max();  // ranges, marks and API calls
+  int64_t last_ts_ = std::numeric_limits<int64_t>::min();
   uint64_t gpu_seq_ = 0;  // GPU records with a row, as read
   uint64_t syncs_ = 0;
   uint64_t unmatched_gpu_ = 0;

@@ -234,6 +234,19 @@ row analysis peak_rss "$(val "$work/an" peak_rss)" MiB "$(val "$work/an" peak_rs
 "$bb/analysis_bench" "$work/big" "$work/an_big" --streamed >"$work/an_stream"
 row analysis to_table_streamed "$(val "$work/an_stream" to_table_events_per_s)" events/s "per core: one streamed pass, as report --table-only ($(val "$work/an_stream" to_table_us_per_event) us/event): x$(calc "$(val "$work/an_stream" to_table_events_per_s) / $(val "$work/an" to_table_events_per_s)") the full analysis's rate"
 row analysis peak_rss_streamed "$(val "$work/an_stream" peak_rss)" MiB "streamed table, in process: does not grow with the capture"
+if [[ $have_gpu_workload == 1 ]]; then
+  # A fake-GPU capture: ranges, API calls, kernels and copies. The streamed table holds
+  # recent API calls (for the GPU records that name them), at most 16 MiB of them.
+  gpu_big=$((400000 / scale))
+  TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) TORCHPROF_BUFFER_KB=65536 \
+    tool -o "$work/gpu_big" --table-only -- "$bin/gpu_workload" \
+    "repeat:$gpu_big{range:step{kernel:gemm_kernel:20us;kernel:relu_kernel:5us;memcpy:htod:65536:3us;kernel:softmax_kernel:4us:stream=9}};sync" >/dev/null
+  "$bb/analysis_bench" "$work/gpu_big" "$work/an_gpu_big" --no-traces >"$work/an_gpubig"
+  "$bb/analysis_bench" "$work/gpu_big" "$work/an_gpu_big" --streamed >"$work/an_gpubig_stream"
+  row analysis gpu_to_table "$(val "$work/an_gpubig" to_table_events_per_s)" events/s "fake GPU, $(val "$work/an_gpubig" events) events (ranges, API calls, GPU records), full analysis; peak RSS $(val "$work/an_gpubig" peak_rss) MiB"
+  row analysis gpu_to_table_streamed "$(val "$work/an_gpubig_stream" to_table_events_per_s)" events/s "the same, streamed: x$(calc "$(val "$work/an_gpubig_stream" to_table_events_per_s) / $(val "$work/an_gpubig" to_table_events_per_s)") the full analysis's rate; peak RSS $(val "$work/an_gpubig_stream" peak_rss) MiB"
+  rm -rf "$work/gpu_big" "$work/an_gpu_big"
+fi
 if [[ ${TRACES:-1} == 1 ]]; then
   row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
 fi
