@@ -361,17 +361,6 @@ class OpTable {
   std::unordered_map<std::string, size_t> op_rows_;
 };
 
-// The row an op event counts in: by name, plus its shapes when grouped by them, plus
-// its first frames when it has a Python stack (as torch's group_by_stack_n).
-OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
-  OpStats key;
-  key.kind = "cpu_op";
-  if (group_by_input_shape) key.input_shapes = op.input_shapes;
-  const size_t frames = std::min(op.stack.size(), kOpStackFrames);
-  key.stack.assign(op.stack.begin(), op.stack.begin() + static_cast<std::ptrdiff_t>(frames));
-  return key;
-}
-
 void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) {
   const Name step_row{std::string(kStepRowName)};
   Name last_name;
@@ -406,6 +395,17 @@ void add_gpu_records(const Process& proc, OpTable& table) {
 }
 
 }  // namespace
+
+// By name, plus its shapes when grouped by them, plus its first frames when it has a
+// Python stack (as torch's group_by_stack_n).
+OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
+  OpStats key;
+  key.kind = "cpu_op";
+  if (group_by_input_shape) key.input_shapes = op.input_shapes;
+  const size_t frames = std::min(op.stack.size(), kOpStackFrames);
+  key.stack.assign(op.stack.begin(), op.stack.begin() + static_cast<std::ptrdiff_t>(frames));
+  return key;
+}
 
 void aggregate_ops(Run& run, bool group_by_input_shape) {
   run.ops.clear();

@@ -36,6 +36,10 @@ void compute_nesting(Process& proc);
 void compute_steps(Process& proc, const AnalysisOptions& options);
 void aggregate_ops(Run& run, bool group_by_input_shape = false);
 
+// The row a PyTorch op event counts in (kind cpu_op, its shapes when grouped by them,
+// its first Python frames): op_row_key() of it and the row's name identify the row.
+OpStats op_row(const OpInfo& op, bool group_by_input_shape);
+
 // Number of saved cycles (trace files) of a process after compute_steps().
 int cycle_count(const Process& proc);
 

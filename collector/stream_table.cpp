@@ -90,7 +90,16 @@ struct NameState {
 struct StackNode {
   int32_t parent = -1;
   uint32_t id = 0;       // the range's name
+  uint16_t domain = 0;
   bool counted = false;  // the range is in a counted step
+  bool operator==(const StackNode&) const = default;
+};
+
+struct StackNodeHash {
+  size_t operator()(const StackNode& n) const noexcept {
+    return std::hash<uint64_t>()((uint64_t{static_cast<uint32_t>(n.parent)} << 32) ^ (uint64_t{n.id} << 17) ^
+                                 (uint64_t{n.domain} << 1) ^ (n.counted ? 1 : 0));
+  }
 };
 
 // A launching API call as GPU records need it: the innermost range around it and its step.
@@ -175,6 +184,7 @@ struct Candidate {
   int64_t start = 0;
   int64_t end = 0;
   uint32_t id = 0;
+  uint16_t domain = 0;
   bool mark = false;
 };
 
@@ -277,6 +287,14 @@ class ConnPass {
   // memcpy and memset rows: (kind, name) and what they add up.
   const std::vector<std::tuple<const char*, std::string, Stats>>& copy_rows() const { return copy_rows_; }
 
+  // A domain's name once every frame has been read ("" for the default domain and for
+  // one never defined, as decode names them).
+  std::string final_domain_name(uint16_t domain) const {
+    if (domain == 0) return {};
+    auto it = domains_.find(domain);
+    return it == domains_.end() ? std::string() : final_text(it->second);
+  }
+
   // The text an event of string `id` is named by once every frame has been read.
   std::string final_text(uint32_t id) const {
     if (id == 0) return {};
@@ -287,8 +305,10 @@ class ConnPass {
   // The step markers among the candidates, as events in find_markers' order.
   std::vector<Event> markers() const {
     std::vector<const Candidate*> found;
-    for (const Candidate& c : candidates_) {
-      if (std::regex_search(final_text(c.id), marker_)) found.push_back(&c);
+    std::vector<std::string> names;  // as the full analysis names them (an op range by its op)
+    for (const Candidate& c : candidates_) names.push_back(c.mark ? final_text(c.id) : range_name(c.id, c.domain));
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (std::regex_search(names[i], marker_)) found.push_back(&candidates_[i]);
     }
     std::sort(found.begin(), found.end(),
               [](const Candidate* x, const Candidate* y) { return std::tie(x->tid, x->seq) < std::tie(y->tid, y->seq); });
@@ -297,7 +317,7 @@ class ConnPass {
     std::vector<Event> events;
     for (const Candidate* c : found) {
       Event& e = events.emplace_back();
-      e.name = final_text(c->id);
+      e.name = names[static_cast<size_t>(c - candidates_.data())];
       e.kind = c->mark ? EventKind::kMark : EventKind::kRange;
       e.tid = e.end_tid = c->tid;
       e.start_ns = c->start;
@@ -306,6 +326,28 @@ class ConnPass {
     return events;
   }
 
+  // What the full analysis makes of a range of string `id` in `domain`: a PyTorch op
+  // when the message parses as one (any message in the ops domain), else nothing.
+  std::optional<OpInfo> op_of(uint32_t id, uint16_t domain) const {
+    const std::string domain_name = final_domain_name(domain);
+    const bool ops_domain = domain_name == kPytorchOpsDomain;
+    if (!ops_domain && !domain_name.empty()) return std::nullopt;  // ops use the default domain
+    const std::string text = final_text(id);
+    std::optional<OpInfo> op = parse_op_message(text, /*require_fields=*/!ops_domain);
+    if (!op && ops_domain) {
+      op.emplace();
+      op->name = text;  // malformed but certainly an op: its message is its name
+    }
+    return op;
+  }
+
+  std::string range_name(uint32_t id, uint16_t domain) const {
+    std::optional<OpInfo> op = op_of(id, domain);
+    return op ? op->name : final_text(id);
+  }
+
+  // Ranges in domains other than the default one, by (string id << 16 | domain).
+  const std::unordered_map<uint64_t, Stats>& domain_ranges() const { return domain_ranges_; }
   const std::vector<NameState>& names() const { return names_; }
   uint64_t events() const { return events_; }
   uint64_t gpu_records() const { return gpu_seq_ + syncs_; }
@@ -432,13 +474,11 @@ class ConnPass {
     int32_t parent = -1;
     for (Open& o : thread.stack) {
       if (o.node < 0) {
-        const bool in_step = counted(o.step);
-        const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 33) |
-                             (uint64_t{o.id} << 1) | (in_step ? 1 : 0);
-        auto [it, fresh] = node_index_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
+        const StackNode node{parent, o.id, o.domain, counted(o.step)};
+        auto [it, fresh] = node_index_.try_emplace(node, static_cast<int32_t>(nodes_.size()));
         if (fresh) {
           if (nodes_.size() >= kMaxStackNodes) throw Refusal{"too many distinct range stacks around API calls"};
-          nodes_.push_back({parent, o.id, in_step});
+          nodes_.push_back(node);
         }
         o.node = it->second;
       }
@@ -515,11 +555,11 @@ class ConnPass {
   void matched(const GpuUse& use, const Launch& call) {
     count_gpu_row(use, call.step);
     if (call.node < 0) return;
-    const StackNode& innermost = nodes_[static_cast<size_t>(call.node)];
-    if (innermost.counted) names_[innermost.id].range.self_cuda_ns += use.dur;
+    const StackNode innermost = nodes_[static_cast<size_t>(call.node)];
+    if (innermost.counted) range_stats(innermost.id, innermost.domain).self_cuda_ns += use.dur;
     for (int32_t n = call.node; n >= 0; n = nodes_[static_cast<size_t>(n)].parent) {
-      const StackNode& node = nodes_[static_cast<size_t>(n)];
-      if (node.counted) names_[node.id].range.cuda_total_ns += use.dur;
+      const StackNode node = nodes_[static_cast<size_t>(n)];
+      if (node.counted) range_stats(node.id, node.domain).cuda_total_ns += use.dur;
     }
   }
 
@@ -572,13 +612,18 @@ class ConnPass {
   void define(const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
     const size_t len = std::min<uint64_t>(r.a, extra_bytes);
     std::string text(reinterpret_cast<const char*>(extra), len);
-    if (text.find(" = ") != std::string::npos || text == kPytorchOpsDomain) {
-      throw Refusal{"it may hold PyTorch op ranges"};
-    }
     NameState& n = name(r.name);
     if (n.defined && n.text != text) throw Refusal{"a string id is defined twice"};
     n.text = std::move(text);
     n.defined = true;
+  }
+
+  // The default domain's ranges are counted by name; others by name and domain (the
+  // domain decides whether a range is a PyTorch op).
+  Stats& range_stats(uint32_t id, uint16_t domain) {
+    if (domain == 0) [[likely]]
+      return names_[id].range;
+    return domain_ranges_[(uint64_t{id} << 16) | domain];
   }
 
   NameState& name(uint32_t id) {
@@ -622,7 +667,14 @@ class ConnPass {
     return n.marker == 1;
   }
 
-  [[gnu::noinline]] bool matches_marker(uint32_t id) const { return std::regex_search(final_text(id), marker_); }
+  // Whether the name may match once known: as it is, or as an op's name (markers()
+  // decides with the domain's name).
+  [[gnu::noinline]] bool matches_marker(uint32_t id) const {
+    const std::string text = final_text(id);
+    if (std::regex_search(text, marker_)) return true;
+    std::optional<OpInfo> op = parse_op_message(text, /*require_fields=*/false);
+    return op && std::regex_search(op->name, marker_);
+  }
 
   void touch(Thread& t, int64_t ts) {
     t.last_ts = std::max(t.last_ts, ts);
@@ -638,9 +690,9 @@ class ConnPass {
     return ts;
   }
 
-  int32_t candidate(uint32_t tid, uint64_t seq, int64_t ts, uint32_t id, bool mark) {
+  int32_t candidate(uint32_t tid, uint64_t seq, int64_t ts, uint32_t id, uint16_t domain, bool mark) {
     if (candidates_.size() >= kMaxCandidates) throw Refusal{"too many names match the step marker"};
-    candidates_.push_back({tid, seq, ts, ts, id, mark});
+    candidates_.push_back({tid, seq, ts, ts, id, domain, mark});
     return static_cast<int32_t>(candidates_.size() - 1);
   }
 
@@ -671,7 +723,7 @@ class ConnPass {
     NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
     const int32_t step = step_of(thread, ts);
-    const int32_t cand = steps_ == nullptr && maybe_marker(r.name, n) ? candidate(tid, seq, ts, r.name, false) : -1;
+    const int32_t cand = steps_ == nullptr && maybe_marker(r.name, n) ? candidate(tid, seq, ts, r.name, r.domain, false) : -1;
     // Filled in place, field by field, as close_top() reads it.
     Open& o = thread.stack.emplace_back();
     o.start = ts;
@@ -703,7 +755,7 @@ class ConnPass {
     const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
     NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
-    if (steps_ == nullptr && maybe_marker(r.name, n)) candidate(tid, seq, ts, r.name, true);
+    if (steps_ == nullptr && maybe_marker(r.name, n)) candidate(tid, seq, ts, r.name, r.domain, true);
     ++events_;
   }
 
@@ -719,12 +771,13 @@ class ConnPass {
     const uint64_t seq = o.seq;
     const int32_t step = o.step;
     const int64_t start = o.start;
+    const uint16_t domain = o.domain;
     if (end < o.child_end) throw Refusal{"an API call ends after the range around it"};
     if (o.candidate >= 0) candidates_[o.candidate].end = end;
     stack.pop_back();
     if (!stack.empty()) stack.back().children += dur;
     if (!counted(step)) return;
-    Stats& st = names_[id].range;
+    Stats& st = range_stats(id, domain);
     st.add_use({process_, 0, tid, start, -end, seq});
     ++st.calls;
     st.total_ns += dur;
@@ -745,7 +798,8 @@ class ConnPass {
   Process gpu_scratch_;
   GpuDecoder gpu_decoder_;
   std::vector<StackNode> nodes_;
-  std::unordered_map<uint64_t, int32_t> node_index_;
+  std::unordered_map<StackNode, int32_t, StackNodeHash> node_index_;
+  std::unordered_map<uint64_t, Stats> domain_ranges_;
   Launches launches_;
   std::unordered_map<uint64_t, std::vector<GpuUse>> waiting_gpu_;
   size_t waiting_gpu_count_ = 0;
@@ -800,28 +854,35 @@ struct Row {
   FirstUse first;
 };
 
-// The rows of a run, by (kind, name) as the full analysis keys them.
+// The rows of a run, keyed as the full analysis keys them (op_row_key()).
 class Rows {
  public:
   void add(const char* kind, const std::string& name, const Stats& st, const std::string& mangled = {}) {
+    OpStats row;
+    row.name = name;
+    row.kind = kind;
+    add(std::move(row), st, mangled);
+  }
+
+  // `row` holds the row's name, kind, and for cpu_op rows its shapes and stack.
+  void add(OpStats row, const Stats& st, const std::string& mangled = {}) {
     if (st.calls == 0) return;
-    auto [it, fresh] = index_.try_emplace(std::string(kind) + '\n' + name, rows_.size());
+    auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
     if (fresh) {
-      Row& row = rows_.emplace_back();
-      row.stats.name = name;
-      row.stats.kind = kind;
-      row.stats.mangled = mangled;
-      row.first = st.first;
+      Row& r = rows_.emplace_back();
+      r.stats = std::move(row);
+      r.stats.mangled = mangled;
+      r.first = st.first;
     }
-    Row& row = rows_[it->second];
-    row.stats.calls += st.calls;
-    row.stats.self_cpu_ns += st.self_ns;
-    row.stats.cpu_total_ns += st.total_ns;
-    row.stats.self_cuda_ns += st.self_cuda_ns;
-    row.stats.cuda_total_ns += st.cuda_total_ns;
-    if (st.first.key() < row.first.key()) {
-      row.first = st.first;
-      if (!mangled.empty()) row.stats.mangled = mangled;
+    Row& r = rows_[it->second];
+    r.stats.calls += st.calls;
+    r.stats.self_cpu_ns += st.self_ns;
+    r.stats.cpu_total_ns += st.total_ns;
+    r.stats.self_cuda_ns += st.self_cuda_ns;
+    r.stats.cuda_total_ns += st.cuda_total_ns;
+    if (st.first.key() < r.first.key()) {
+      r.first = st.first;
+      if (!mangled.empty()) r.stats.mangled = mangled;
     }
   }
 
@@ -839,17 +900,38 @@ class Rows {
   std::vector<Row> rows_;
 };
 
+// torch renames ProfilerStep#N to ProfilerStep* before grouping; so does analysis.
+std::string event_row_name(const std::string& name) {
+  return name.starts_with(kStepNamePrefix) ? std::string(kStepRowName) : name;
+}
+
+// A range's row: a cpu_op row when it is a PyTorch op, else an nvtx row.
+void add_range_row(const ConnPass& pass, uint32_t id, uint16_t domain, const Stats& st, bool group_by_input_shape,
+                   Rows& rows) {
+  if (st.calls == 0) return;
+  if (std::optional<OpInfo> op = pass.op_of(id, domain)) {
+    OpStats row = op_row(*op, group_by_input_shape);
+    row.name = event_row_name(op->name);
+    rows.add(std::move(row), st);
+  } else {
+    rows.add("nvtx", event_row_name(pass.final_text(id)), st);
+  }
+}
+
 // Adds a pass's counted names to the rows, by the name analysis gives their row.
-void add_rows(const ConnPass& pass, Rows& rows) {
+void add_rows(const ConnPass& pass, bool group_by_input_shape, Rows& rows) {
   const std::vector<NameState>& names = pass.names();
   for (uint32_t id = 0; id < names.size(); ++id) {
     const NameState& n = names[id];
     if (n.range.calls == 0 && n.api.calls == 0 && n.kernel.calls == 0) continue;
+    add_range_row(pass, id, 0, n.range, group_by_input_shape, rows);
     const std::string text = pass.final_text(id);
-    const std::string event_row = text.starts_with(kStepNamePrefix) ? std::string(kStepRowName) : text;
-    rows.add("nvtx", event_row, n.range);
-    rows.add("cuda_api", event_row, n.api);
+    rows.add("cuda_api", event_row_name(text), n.api);
     if (n.kernel.calls != 0) rows.add("kernel", demangle(text), n.kernel, pass.final_text(n.kernel.mangled));
+  }
+  for (const auto& [key, st] : pass.domain_ranges()) {
+    add_range_row(pass, static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff), st,
+                  group_by_input_shape, rows);
   }
   for (const auto& [kind, name, st] : pass.copy_rows()) rows.add(kind, name, st);
 }
@@ -896,7 +978,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       if (markers.events_list.empty()) {
         // The whole process is one step, holding every event.
         const bool counted = !options.schedule || recorded(schedule_action(*options.schedule, 0));
-        if (counted) add_rows(first, rows);
+        if (counted) add_rows(first, options.group_by_input_shape, rows);
         continue;
       }
       for (const Event& e : markers.events_list) {
@@ -907,7 +989,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       const std::vector<Step> steps = steps_of_markers(markers, order, options.schedule);
       ConnPass second(conn, p, marker, &steps);
       source.read(conn, second);
-      add_rows(second, rows);
+      add_rows(second, options.group_by_input_shape, rows);
       out.passes = 2;
     }
   } catch (const Refusal& r) {

@@ -6,13 +6,14 @@
 // depth and launches in flight of a run, not on how many events it holds.
 //
 // It gives what decode_capture() + analyse() put in Run::ops, row for row and in the
-// same order, for captures of NVTX push/pop ranges and marks, CUDA API calls and GPU
-// records: the usual traffic of a program annotated with NVTX, on a GPU or not. One pass
-// suffices when no name matches the step marker; otherwise a first pass finds the steps
-// and a second one aggregates. A capture holding anything else (start/end ranges,
-// PyTorch op messages, two images of one process, records whose order on a thread the
-// stack cannot settle, GPU records read too long after their API calls) is refused with
-// the reason, and the caller analyses it whole.
+// same order, for captures of NVTX push/pop ranges and marks (PyTorch op messages among
+// them, as cpu_op rows), CUDA API calls and GPU records: the usual traffic of a program
+// annotated with NVTX, on a GPU or not. One pass suffices when no name matches the step
+// marker; otherwise a first pass finds the steps and a second one aggregates. A capture
+// holding anything else (start/end ranges, which the Python bootstrap's automatic steps
+// are; two images of one process; records whose order on a thread the stack cannot
+// settle; GPU records read too long after their API calls) is refused with the reason,
+// and the caller analyses it whole.
 #pragma once
 
 #include <cstdint>

@@ -176,23 +176,8 @@ def scenario_check(scenario):
             check(f"{expect['dropped']} GPU activity records lost" in result.stderr_text,
                   "the dropped count is reported on stderr")
         check("Self CUDA time total:" in result.table, "table has the Self CUDA trailer")
-        check_streamed_table(result.out_dir)
+        tp.check_streamed_table(result.out_dir)
     return run
-
-
-def check_streamed_table(out_dir):
-    """report --table-only streams a GPU capture: the same table, stdout and notes as
-    the full report's, without holding the capture's events."""
-    full_dir = tp.fresh_dir("full")
-    full = tp.run_report([out_dir, "-o", full_dir])
-    check_eq(full.rc, 0, "exit code of the full report")
-    streamed_dir = tp.fresh_dir("streamed")
-    streamed = tp.run_report([out_dir, "-o", streamed_dir, "--table-only", "--log-level", "debug"])
-    check_eq(streamed.rc, 0, "exit code of report --table-only")
-    check("table streamed" in streamed.stderr.decode(), f"report --table-only streamed: {streamed.stderr!r}")
-    check_eq(streamed.stdout, full.stdout, "stdout of report --table-only and of the full report")
-    with open(os.path.join(full_dir, "table.txt"), "rb") as a, open(os.path.join(streamed_dir, "table.txt"), "rb") as b:
-        check_eq(b.read(), a.read(), "table.txt of report --table-only and of the full report")
 
 
 def cupti_unknown():
@@ -209,7 +194,7 @@ def cupti_unknown():
     for r in expect["ranges"]:
         check_eq(nvtx_row(summary, r["name"])["calls"], r["calls"], f"calls of range {r['name']!r}")
     check_eq(ops_of_kind(summary, "kernel", "memcpy", "memset"), [], "GPU rows with GPU tracing off")
-    check_streamed_table(result.out_dir)
+    tp.check_streamed_table(result.out_dir)
 
 
 SCENARIO_FUNCS = {name: scenario_check(name) for name in SCENARIOS}

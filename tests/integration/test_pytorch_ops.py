@@ -257,6 +257,10 @@ def emit_nvtx_messages():
     events = sorted(op_events(r, "aten::addmm"), key=lambda ev: float(ev["ts"]))
     check_eq([ev["args"].get("Sequence number") for ev in events], [0, 1, 2], "Sequence number")
     check(all(ev["args"].get("Input Dims") == [[2, 3], [3, 4], []] for ev in events), "Input Dims")
+    # No optimizer step, so no bootstrap step ranges (start/end records): the table
+    # alone is streamed, op rows included, and equals the full report's.
+    tp.check_streamed_table(r.out_dir)
+    tp.check_streamed_table(r.out_dir, ["--group-by-input-shape"])
 
 
 def environment():

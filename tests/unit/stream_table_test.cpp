@@ -160,7 +160,7 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   CHECK(refusal(capture("stream_shared.tprof", shared)).find("correlation") != std::string::npos);
   Slots op;
   op.str(1, "aten::add, seq = 3").push(1, 1000).pop(1100);
-  CHECK(refusal(capture("stream_op.tprof", op)).find("PyTorch") != std::string::npos);
+  CHECK(refusal(capture("stream_op.tprof", op)) == "(accepted)");
   Slots domains;  // domain 1 opens inside domain 0 and outlives it
   domains.str(1, "a").str(2, "b").push(1, 1000).push(2, 1100, 1).pop(1200).pop(1300, 1);
   CHECK(refusal(capture("stream_domains.tprof", domains)).find("domains") != std::string::npos);
@@ -240,6 +240,64 @@ TEST_CASE("stream_table: CUDA API calls and GPU records as the full analysis") {
   check_same(path, options, one);
 }
 
+TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
+  CaptureBuilder b;
+  b.chunk(ChunkType::kHello, 1, hello(10));
+  Slots t1;
+  // emit_nvtx's messages (default domain) carry seq and op_id: one string per call. The
+  // bootstrap's (its own domain) repeat, with shapes and a Python stack. A step marker
+  // that is an op. A range in another domain whose text looks like an op is not one.
+  t1.str(1, "ProfilerStep#0, seq = 1").str(2, "aten::mm, seq = 7, op_id = 3, sizes = [[2, 3], [3, 4]]")
+      .str(3, "aten::mm, seq = 8, op_id = 4, sizes = [[5, 5], [5, 5]]")
+      .str(4, "aten::add, sizes = [[2], [2]], stack = train.py(12): step; train.py(30): main")
+      .str(5, "torchprof.ops").str(6, "other").str(7, "load, seq = 1").str(8, "cudaLaunchKernel")
+      .str(9, "_Z4gemmv").str(10, "aten::relu, seq = oops")
+      .rec(Kind::kDomain, 5, 0, 0, 0, 1).rec(Kind::kDomain, 6, 0, 0, 0, 2)
+      .push(1, 1000)
+      .push(2, 1100).api(8, 1150, 1170, 40).pop(1300)
+      .push(3, 1400).pop(1450)
+      .push(4, 1500, 1).pop(1600, 1)
+      .push(4, 1700, 1).pop(1750, 1)
+      .push(10, 1760, 1).pop(1770, 1)  // malformed, in the ops domain: an op named by its message
+      .push(7, 1800, 2).pop(1900, 2)   // another domain: an nvtx row
+      .push(10, 1910).pop(1920)        // malformed, default domain: an nvtx row
+      .pop(2000);
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(1, 0, t1));
+  Slots gpu;
+  gpu.kernel(9, 1200, 1260, 40, 7);
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(99, 0, gpu));
+  b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 10, 0, 3000));
+  const std::string path = b.save("stream_ops.tprof");
+
+  AnalysisOptions options;
+  const StreamedTable t = streamed_ok(path, options);
+  CHECK(t.passes == 2);  // "ProfilerStep#0, seq = 1" is the op ProfilerStep#0: a marker
+  check_same(path, options, t);
+  std::map<std::string, OpStats> by_name;
+  for (const OpStats& op : t.run.ops) by_name[op.kind + " " + op.name] = op;
+  CHECK(by_name["cpu_op aten::mm"].calls == 2);
+  CHECK(by_name["cpu_op aten::mm"].self_cuda_ns == 60);
+  CHECK(by_name["cpu_op aten::mm"].self_cpu_ns == 200 - 20 + 50);
+  CHECK(by_name["cpu_op aten::add"].calls == 2);
+  CHECK(by_name["cpu_op aten::add"].stack == std::vector<std::string>{"train.py(12): step", "train.py(30): main"});
+  CHECK(by_name["cpu_op ProfilerStep*"].cuda_total_ns == 60);
+  CHECK(by_name["cpu_op aten::relu, seq = oops"].calls == 1);
+  CHECK(by_name["nvtx aten::relu, seq = oops"].calls == 1);
+  CHECK(by_name["nvtx load, seq = 1"].calls == 1);
+
+  options.step_marker = "^ProfilerStep#[0-9]+$";  // the op's name matches, its message does not
+  const StreamedTable anchored = streamed_ok(path, options);
+  CHECK(anchored.passes == 2);
+  check_same(path, options, anchored);
+
+  options.group_by_input_shape = true;  // the two aten::mm calls differ in shapes
+  const StreamedTable shapes = streamed_ok(path, options);
+  check_same(path, options, shapes);
+  int mm_rows = 0;
+  for (const OpStats& op : shapes.run.ops) mm_rows += op.name == "aten::mm" ? 1 : 0;
+  CHECK(mm_rows == 2);
+}
+
 // Random captures: several processes and threads, nested ranges in two domains, marks,
 // step ranges, names defined late or never, lost frames, unterminated ranges, ties.
 // Whatever the streamed table accepts must equal the full analysis.
@@ -247,6 +305,7 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
   std::mt19937 rng(20261130);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   int accepted = 0;
+  int with_op_rows = 0;
   std::map<std::string, int> refused;
   const int kCaptures = 150;
   for (int c = 0; c < kCaptures; ++c) {
@@ -263,8 +322,22 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
         std::vector<uint16_t> open;  // domains of the open ranges
         Slots cur;
         if (t == 0) {
+          // Plain names, and messages of PyTorch ops (emit_nvtx's, the bootstrap's,
+          // malformed ones); domain 1 is sometimes the bootstrap's ops domain.
+          static const char* const kOps[] = {"aten::mm, seq = 4, sizes = [[2, 3], [3, 4]]",
+                                             "aten::mm, seq = 5, sizes = [[1, 1], [1, 1]]",
+                                             "aten::add, stack = a.py(3): f; b.py(9): g",
+                                             "aten::add, seq = x",
+                                             "ProfilerStep#9, seq = 2"};
           for (int n = 1; n <= names; ++n) {
-            if (pick(8) != 0) cur.str(static_cast<uint32_t>(n), n <= 2 ? "ProfilerStep#" + std::to_string(n) : "op" + std::to_string(n % 4));
+            if (pick(8) == 0) continue;
+            std::string text = n <= 2 ? "ProfilerStep#" + std::to_string(n) : "op" + std::to_string(n % 4);
+            if (n > 2 && pick(3) == 0) text = kOps[pick(5)];
+            cur.str(static_cast<uint32_t>(n), text);
+          }
+          if (pick(2) == 0) {
+            cur.str(static_cast<uint32_t>(names + 2), pick(2) == 0 ? "torchprof.ops" : "mine");
+            cur.rec(Kind::kDomain, static_cast<uint32_t>(names + 2), 0, 0, 0, 1);
           }
         }
         int step = 0;
@@ -319,6 +392,7 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
     const std::string path = b.save("stream_random.tprof");
     AnalysisOptions options;
     if (pick(2) == 0) options.schedule = parse_schedule("wait=1,warmup=1,active=1", nullptr, nullptr);
+    options.group_by_input_shape = pick(2) == 0;
     std::string why;
     const std::optional<StreamedTable> streamed = stream_table(path, options, &why);
     if (!streamed) {
@@ -326,14 +400,22 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
       continue;
     }
     ++accepted;
+    for (const OpStats& op : streamed->run.ops) {
+      if (op.kind == "cpu_op") {
+        ++with_op_rows;
+        break;
+      }
+    }
     INFO("capture " << c);
     check_same(path, options, *streamed);
   }
   // The property holds on a good share of the captures, not only on refusals.
   CHECK(accepted >= kCaptures / 4);
+  CHECK(with_op_rows >= kCaptures / 10);
   std::string reasons;
   for (const auto& [why, count] : refused) reasons += "; " + std::to_string(count) + " " + why;
-  MESSAGE("streamed " << accepted << " of " << kCaptures << " random captures" << reasons);
+  MESSAGE("streamed " << accepted << " of " << kCaptures << " random captures, " << with_op_rows
+                      << " with PyTorch op rows" << reasons);
 }
 
 // Random captures with CUDA API calls (runtime calls holding driver calls, calls under
