@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -80,6 +81,67 @@ StreamedTable streamed_ok(const std::string& path, const AnalysisOptions& option
   INFO("refused: " << why);
   REQUIRE(t.has_value());
   return *t;
+}
+
+// Writes each thread's frames in order, the threads interleaved at random; `tid_of`
+// names a thread's index, `lose` drops a frame (its sequence number then shows a gap).
+void write_interleaved(CaptureBuilder& b, uint32_t conn, const std::vector<std::vector<Slots>>& frames,
+                       const std::function<int(int)>& pick, const std::function<uint32_t(size_t)>& tid_of,
+                       const std::function<bool(uint32_t)>& lose) {
+  std::vector<size_t> next(frames.size(), 0);
+  size_t left = 0;
+  for (const auto& f : frames) left += f.size();
+  while (left > 0) {
+    const auto t = static_cast<size_t>(pick(static_cast<int>(frames.size())));
+    if (next[t] >= frames[t].size()) continue;
+    const auto seq = static_cast<uint32_t>(next[t]);
+    if (!lose(seq)) b.chunk(ChunkType::kFrame, conn, test::frame_body(tid_of(t), seq, frames[t][next[t]]));
+    ++next[t];
+    --left;
+  }
+}
+
+// The random captures' outcome: each accepted one is compared with the full analysis;
+// `kind` counts those with a row of that kind.
+struct RandomCaptures {
+  explicit RandomCaptures(std::string row_kind) : kind(std::move(row_kind)) {}
+
+  void check(int c, const std::string& path, const AnalysisOptions& options) {
+    std::string why;
+    const std::optional<StreamedTable> streamed = stream_table(path, options, &why);
+    if (!streamed) {
+      ++refused[why];
+      return;
+    }
+    ++accepted;
+    for (const OpStats& op : streamed->run.ops) {
+      if (op.kind == kind && op.calls > 0) {
+        ++with_kind;
+        break;
+      }
+    }
+    INFO("capture " << c);
+    check_same(path, options, *streamed);
+  }
+
+  std::string summary(int captures) const {
+    std::string out = "streamed " + std::to_string(accepted) + " of " + std::to_string(captures) + ", " +
+                      std::to_string(with_kind) + " with " + kind + " rows";
+    for (const auto& [why, count] : refused) out += "; " + std::to_string(count) + " " + why;
+    return out;
+  }
+
+  std::string kind;
+  int accepted = 0;
+  int with_kind = 0;
+  std::map<std::string, int> refused;
+};
+
+// The rows by "KIND NAME".
+std::map<std::string, OpStats> by_kind_and_name(const Run& run) {
+  std::map<std::string, OpStats> out;
+  for (const OpStats& op : run.ops) out[op.kind + " " + op.name] = op;
+  return out;
 }
 
 std::string refusal(const std::string& path) {
@@ -214,8 +276,7 @@ TEST_CASE("stream_table: CUDA API calls and GPU records as the full analysis") {
   CHECK(t.passes == 2);
   check_same(path, options, t);
   CHECK(t.run.has_gpu);
-  std::map<std::string, OpStats> by_name;
-  for (const OpStats& op : t.run.ops) by_name[op.kind + " " + op.name] = op;
+  std::map<std::string, OpStats> by_name = by_kind_and_name(t.run);
   // fwd holds the calls of kernel 10 and copy 12 in step 0 and of kernel 20 in step 1.
   CHECK(by_name["nvtx fwd"].self_cuda_ns == 100 + 10 + 200);
   CHECK(by_name["nvtx fwd"].cuda_total_ns == 100 + 10 + 200);
@@ -273,8 +334,7 @@ TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
   const StreamedTable t = streamed_ok(path, options);
   CHECK(t.passes == 2);  // "ProfilerStep#0, seq = 1" is the op ProfilerStep#0: a marker
   check_same(path, options, t);
-  std::map<std::string, OpStats> by_name;
-  for (const OpStats& op : t.run.ops) by_name[op.kind + " " + op.name] = op;
+  std::map<std::string, OpStats> by_name = by_kind_and_name(t.run);
   CHECK(by_name["cpu_op aten::mm"].calls == 2);
   CHECK(by_name["cpu_op aten::mm"].self_cuda_ns == 60);
   CHECK(by_name["cpu_op aten::mm"].self_cpu_ns == 200 - 20 + 50);
@@ -304,9 +364,7 @@ TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
 TEST_CASE("stream_table: random captures give the full analysis's table or are refused") {
   std::mt19937 rng(20261130);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
-  int accepted = 0;
-  int with_op_rows = 0;
-  std::map<std::string, int> refused;
+  RandomCaptures outcome("cpu_op");
   const int kCaptures = 150;
   for (int c = 0; c < kCaptures; ++c) {
     CaptureBuilder b;
@@ -373,19 +431,9 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
       }
       // A late definition from thread 1 (when there is one), interleaved frames, a lost one.
       if (threads > 1) frames[1].back().str(static_cast<uint32_t>(names + 1), "late");
-      std::vector<size_t> next(static_cast<size_t>(threads), 0);
-      size_t left = 0;
-      for (const auto& f : frames) left += f.size();
-      while (left > 0) {
-        const auto t = static_cast<size_t>(pick(threads));
-        if (next[t] >= frames[t].size()) continue;
-        const auto seq = static_cast<uint32_t>(next[t]);
-        if (!(pick(25) == 0 && seq > 0)) {
-          b.chunk(ChunkType::kFrame, conn, test::frame_body(static_cast<uint32_t>(t + 1), seq, frames[t][next[t]]));
-        }
-        ++next[t];
-        --left;
-      }
+      write_interleaved(
+          b, conn, frames, pick, [](size_t t) { return static_cast<uint32_t>(t + 1); },
+          [&](uint32_t seq) { return pick(25) == 0 && seq > 0; });
       if (pick(3) != 0) b.chunk(ChunkType::kBye, conn, test::bye_body(wire::ExitKind::kExit, 0, 50, 3, 9000));
       b.chunk(ChunkType::kConnClosed, conn, "");
     }
@@ -393,29 +441,12 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
     AnalysisOptions options;
     if (pick(2) == 0) options.schedule = parse_schedule("wait=1,warmup=1,active=1", nullptr, nullptr);
     options.group_by_input_shape = pick(2) == 0;
-    std::string why;
-    const std::optional<StreamedTable> streamed = stream_table(path, options, &why);
-    if (!streamed) {
-      ++refused[why];
-      continue;
-    }
-    ++accepted;
-    for (const OpStats& op : streamed->run.ops) {
-      if (op.kind == "cpu_op") {
-        ++with_op_rows;
-        break;
-      }
-    }
-    INFO("capture " << c);
-    check_same(path, options, *streamed);
+    outcome.check(c, path, options);
   }
   // The property holds on a good share of the captures, not only on refusals.
-  CHECK(accepted >= kCaptures / 4);
-  CHECK(with_op_rows >= kCaptures / 10);
-  std::string reasons;
-  for (const auto& [why, count] : refused) reasons += "; " + std::to_string(count) + " " + why;
-  MESSAGE("streamed " << accepted << " of " << kCaptures << " random captures, " << with_op_rows
-                      << " with PyTorch op rows" << reasons);
+  CHECK(outcome.accepted >= kCaptures / 4);
+  CHECK(outcome.with_kind >= kCaptures / 10);
+  MESSAGE("random NVTX captures: " << outcome.summary(kCaptures));
 }
 
 // Random captures with CUDA API calls (runtime calls holding driver calls, calls under
@@ -425,9 +456,7 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
 TEST_CASE("stream_table: random GPU captures give the full analysis's table or are refused") {
   std::mt19937 rng(20261201);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
-  int accepted = 0;
-  int with_gpu_rows = 0;
-  std::map<std::string, int> refused;
+  RandomCaptures outcome("kernel");
   const int kCaptures = 150;
   for (int c = 0; c < kCaptures; ++c) {
     CaptureBuilder b;
@@ -499,43 +528,18 @@ TEST_CASE("stream_table: random GPU captures give the full analysis's table or a
     }
     frames.back().push_back(activity);
     // Frames interleaved at random: GPU records may come before their calls.
-    std::vector<size_t> next(frames.size(), 0);
-    size_t left = 0;
-    for (const auto& f : frames) left += f.size();
-    while (left > 0) {
-      const auto t = static_cast<size_t>(pick(static_cast<int>(frames.size())));
-      if (next[t] >= frames[t].size()) continue;
-      const uint32_t tid = t + 1 == frames.size() ? 99 : static_cast<uint32_t>(t + 1);
-      b.chunk(ChunkType::kFrame, 1, test::frame_body(tid, static_cast<uint32_t>(next[t]), frames[t][next[t]]));
-      ++next[t];
-      --left;
-    }
+    write_interleaved(
+        b, 1, frames, pick, [&](size_t t) { return t + 1 == frames.size() ? 99u : static_cast<uint32_t>(t + 1); },
+        [](uint32_t) { return false; });
     b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 50, 0, 90000));
     const std::string path = b.save("stream_random_gpu.tprof");
     AnalysisOptions options;
     if (pick(2) == 0) options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
-    std::string why;
-    const std::optional<StreamedTable> streamed = stream_table(path, options, &why);
-    if (!streamed) {
-      ++refused[why];
-      continue;
-    }
-    ++accepted;
-    for (const OpStats& op : streamed->run.ops) {
-      if (op.kind == "kernel" && op.calls > 0) {
-        ++with_gpu_rows;
-        break;
-      }
-    }
-    INFO("capture " << c);
-    check_same(path, options, *streamed);
+    outcome.check(c, path, options);
   }
-  CHECK(accepted >= kCaptures / 2);
-  CHECK(with_gpu_rows >= kCaptures / 4);
-  std::string reasons;
-  for (const auto& [why, count] : refused) reasons += "; " + std::to_string(count) + " " + why;
-  MESSAGE("streamed " << accepted << " of " << kCaptures << " random GPU captures, " << with_gpu_rows
-                      << " with kernel rows" << reasons);
+  CHECK(outcome.accepted >= kCaptures / 2);
+  CHECK(outcome.with_kind >= kCaptures / 4);
+  MESSAGE("random GPU captures: " << outcome.summary(kCaptures));
 }
 
 }  // namespace torchprof
