@@ -110,9 +110,10 @@ struct Launch {
 
 // API calls by correlation id, for the GPU records that name them. CUPTI numbers calls
 // in order, process-wide, so the calls read lately have nearby ids: a table indexed by
-// the id's low bits holds them, doubling while a newer call would push out an older one,
-// and once at kMaxLaunches, pushing it out. A GPU record that names a call pushed out
-// (or read that much later than it) sends the capture to the full analysis.
+// the id's low bits holds them, doubling whenever two would share a slot; at
+// kMaxLaunches slots the call read last takes the slot instead. A GPU record that names
+// a call pushed out (or a call read after one with a much higher id) sends the capture
+// to the full analysis.
 class Launches {
  public:
   // False when a call with this id is held already.
