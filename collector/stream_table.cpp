@@ -17,6 +17,7 @@
 #include "collector/decode.h"
 #include "collector/frame_decode.h"
 #include "collector/gpu_decode.h"
+#include "collector/launch_table.h"
 #include "collector/op_message.h"
 #include "formats/outputs.h"
 #include "formats/wire/wire.h"
@@ -35,10 +36,8 @@ constexpr uint32_t kMaxStringId = 1u << 20;
 // Step-marker candidates held by the first pass (a marker regex that matches every
 // range would make it hold the run).
 constexpr size_t kMaxCandidates = size_t{1} << 22;
-// API calls held for the GPU records that name them (Launches, 16 bytes each); GPU
-// records read before their API call; nodes of the stack tree. Past these the capture
-// goes to the full analysis.
-constexpr size_t kMaxLaunches = size_t{1} << 20;  // a power of two
+// GPU records read before their API call; nodes of the stack tree. Past these (and
+// past the Launches table's ceiling) the capture goes to the full analysis.
 constexpr size_t kMaxWaitingGpu = size_t{1} << 20;
 constexpr size_t kMaxStackNodes = size_t{1} << 20;
 // Closed API calls a thread keeps as possible children of a later one.
@@ -100,65 +99,6 @@ struct StackNodeHash {
     return std::hash<uint64_t>()((uint64_t{static_cast<uint32_t>(n.parent)} << 32) ^ (uint64_t{n.id} << 17) ^
                                  (uint64_t{n.domain} << 1) ^ (n.counted ? 1 : 0));
   }
-};
-
-// A launching API call as GPU records need it: the innermost range around it and its step.
-struct Launch {
-  int32_t node = -1;
-  int32_t step = -1;
-};
-
-// API calls by correlation id, for the GPU records that name them. CUPTI numbers calls
-// in order, process-wide, so the calls read lately have nearby ids: a table indexed by
-// the id's low bits holds them, doubling whenever two would share a slot; at
-// kMaxLaunches slots the call read last takes the slot instead. A GPU record that names
-// a call pushed out (or a call read after one with a much higher id) sends the capture
-// to the full analysis.
-class Launches {
- public:
-  // False when a call with this id is held already.
-  bool add(uint64_t correlation, const Launch& call) {
-    while (true) {
-      if (slots_.empty()) slots_.resize(kFirstSlots);
-      Slot& slot = slots_[correlation & (slots_.size() - 1)];
-      if (slot.correlation == correlation) return false;
-      if (slot.correlation == 0) {
-        slot = {correlation, call};
-        return true;
-      }
-      if (slots_.size() < kMaxLaunches) {
-        grow();
-        continue;
-      }
-      forgotten_ = std::max(forgotten_, slot.correlation);
-      slot = {correlation, call};
-      return true;
-    }
-  }
-  const Launch* find(uint64_t correlation) const {
-    if (slots_.empty()) return nullptr;
-    const Slot& slot = slots_[correlation & (slots_.size() - 1)];
-    return slot.correlation == correlation ? &slot.call : nullptr;
-  }
-  // Whether a call with this id may have been pushed out.
-  bool maybe_forgotten(uint64_t correlation) const { return correlation <= forgotten_; }
-
- private:
-  struct Slot {
-    uint64_t correlation = 0;  // 0: empty (calls of correlation 0 are not held)
-    Launch call;
-  };
-  static constexpr size_t kFirstSlots = 4096;
-  // Ids apart in the low bits stay apart in more of them: nothing collides.
-  void grow() {
-    std::vector<Slot> old(slots_.size() * 2);
-    old.swap(slots_);
-    for (const Slot& s : old) {
-      if (s.correlation != 0) slots_[s.correlation & (slots_.size() - 1)] = s;
-    }
-  }
-  std::vector<Slot> slots_;
-  uint64_t forgotten_ = 0;  // highest id pushed out
 };
 
 // A GPU record waiting for its API call (read before it) or for the end of the pass.
@@ -253,11 +193,20 @@ class ConnPass {
         ++unterminated_;
       }
     }
+    // Without markers the one step spans the process.
+    std::vector<Step> whole;
+    std::unique_ptr<StepLocator> whole_locator;
+    const StepLocator* locate = locator_.get();
+    if (locate == nullptr && (!waiting_gpu_.empty() || !no_correlation_.empty())) {
+      whole.push_back(process_span());
+      whole_locator = std::make_unique<StepLocator>(whole);
+      locate = whole_locator.get();
+    }
     for (const auto& [correlation, uses] : waiting_gpu_) {
-      for (const GpuUse& use : uses) unmatched(use);
+      for (const GpuUse& use : uses) unmatched(use, *locate);
     }
     waiting_gpu_.clear();
-    for (const GpuUse& use : no_correlation_) unmatched(use);
+    for (const GpuUse& use : no_correlation_) unmatched(use, *locate);
     no_correlation_.clear();
     gpu_decoder_.finish();
   }
@@ -564,25 +513,28 @@ class ConnPass {
     }
   }
 
-  void unmatched(const GpuUse& use) {
-    ++unmatched_gpu_;
-    if (steps_ == nullptr) {
-      // Without markers the one step spans the process, as decode and compute_nesting()
-      // bound it: its records' earliest and latest times, GPU records' included, and the
-      // time of its goodbye; a start of 0 counts as unknown, and the first event's is taken.
-      int64_t first = first_ts_;
-      int64_t last = last_ts_;
-      if (gpu_decoder_.any()) {
-        first = std::min(first, gpu_decoder_.first_ns());
-        last = std::max(last, gpu_decoder_.last_ns());
-      }
-      if (first == 0) first = first_event_ts_;
-      if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
-      count_gpu_row(use, first <= use.start && use.start <= last ? 0 : -1);
-      return;
+  // The process's span as decode and compute_nesting() bound it: its records' earliest
+  // and latest times, GPU records' included, and the time of its goodbye; a start of 0
+  // counts as unknown, and the first event's is taken.
+  Step process_span() const {
+    int64_t first = first_ts_;
+    int64_t last = last_ts_;
+    if (gpu_decoder_.any()) {
+      first = std::min(first, gpu_decoder_.first_ns());
+      last = std::max(last, gpu_decoder_.last_ns());
     }
+    if (first == 0) first = first_event_ts_;
+    if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
+    Step s;
+    s.start_ns = first;
+    s.dur_ns = last - first;
+    return s;
+  }
+
+  void unmatched(const GpuUse& use, const StepLocator& locate) {
+    ++unmatched_gpu_;
     ptrdiff_t cursor = 0;
-    count_gpu_row(use, locator_->step_of(use.start, cursor, /*restart=*/true));
+    count_gpu_row(use, locate.step_of(use.start, cursor, /*restart=*/true));
   }
 
   void count_gpu_row(const GpuUse& use, int32_t step) {
