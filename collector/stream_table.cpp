@@ -42,6 +42,10 @@ constexpr size_t kMaxWaitingGpu = size_t{1} << 20;
 constexpr size_t kMaxStackNodes = size_t{1} << 20;
 // Closed API calls a thread keeps as possible children of a later one.
 constexpr size_t kMaxClosedCalls = 64;
+// Start/end ranges the first pass collects for the second.
+constexpr size_t kMaxStartEnds = size_t{1} << 20;
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr const char* kStartEndOverlap = "a start/end range and a range or API call of its thread overlap";
 
 std::string stand_in_text(uint32_t id) { return "<string " + std::to_string(id) + ">"; }
 
@@ -129,6 +133,19 @@ struct Candidate {
   bool mark = false;
 };
 
+// A start/end range (nvtxRangeStart/End, or one written whole once it ended, as the
+// Python bootstrap writes its steps) as decode pairs it: the first pass collects them,
+// the second nests those that end on their own thread among that thread's ranges.
+struct StartEnd {
+  int64_t start = 0;
+  int64_t end = 0;
+  uint64_t seq = 0;  // its start's place among its thread's events
+  uint32_t tid = 0;
+  uint32_t end_tid = 0;
+  uint32_t id = 0;
+  uint16_t domain = 0;
+};
+
 struct Open {
   int64_t start = 0;
   int64_t children = 0;  // durations of the direct children so far
@@ -139,6 +156,7 @@ struct Open {
   int32_t candidate = -1;
   int32_t node = -1;     // StackNode, made when an API call first needs it
   uint16_t domain = 0;
+  bool start_end = false;
 };
 
 struct Thread {
@@ -154,20 +172,31 @@ struct Thread {
   uint32_t next_seq = 0;
   std::ptrdiff_t cursor = 0;  // StepLocator's, for this thread's pushes
   bool nvtx_named = false;
+  // Second pass: the thread's own start/end ranges, in interval-nesting order (start,
+  // longer first, as read), the next one to open, and those open (innermost last).
+  std::vector<uint32_t> start_ends;
+  size_t next_start_end = 0;
+  std::vector<uint32_t> open_start_ends;
+  int64_t start_end_passed = std::numeric_limits<int64_t>::min();  // latest boundary passed
 };
 
 // One pass over one connection's frames. The first pass (`steps` null) counts every
-// range in one step and collects step-marker candidates; the second counts the ranges
-// of recorded steps.
+// range in one step and collects step-marker candidates and start/end ranges; the
+// second counts the ranges of recorded steps, with the first pass's start/end ranges.
+// A first pass that met start/end ranges counts nothing that can be used: it could not
+// nest them, since a range's start may be written after what it holds.
 class ConnPass {
  public:
-  ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps)
+  ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps,
+           const std::vector<StartEnd>* start_ends = nullptr)
       : conn_(conn),
         process_(process),
         marker_(marker),
         steps_(steps),
+        known_start_ends_(start_ends),
         gpu_decoder_(gpu_scratch_, static_cast<int64_t>(conn.hello.real_ns - conn.hello.mono_ns)) {
     if (steps_ != nullptr) locator_ = std::make_unique<StepLocator>(*steps_);
+    if (known_start_ends_ != nullptr) deal_start_ends();
   }
 
   void bad_frame() { ++bad_frames_; }
@@ -187,7 +216,14 @@ class ConnPass {
   // GPU records still waiting for an API call have none: they count in the step
   // their start falls in, and in no range.
   void finish() {
+    if (known_start_ends_ == nullptr) finish_start_ends();
     for (auto& [tid, thread] : threads_) {
+      if (thread.next_start_end < thread.start_ends.size() || !thread.open_start_ends.empty()) {
+        for (const Open& o : thread.stack) {
+          if (!o.start_end) throw Refusal{"a start/end range outlives a range never ended"};
+        }
+        settle(thread, tid, kNever);
+      }
       while (!thread.stack.empty()) {
         close_top(thread, tid, std::max(thread.stack.back().start, thread.last_ts));
         ++unterminated_;
@@ -220,7 +256,9 @@ class ConnPass {
     uint64_t unknown = 0;
     for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
     proc.warnings.insert(proc.warnings.end(), gpu_scratch_.warnings.begin(), gpu_scratch_.warnings.end());
-    add_decode_warnings(conn_, {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, 0, unterminated_, unknown},
+    add_decode_warnings(conn_,
+                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pending_ends_.size(), unterminated_,
+                         unknown},
                         proc);
     if (unmatched_gpu_ > 0) {
       proc.warnings.push_back(std::to_string(unmatched_gpu_) +
@@ -230,6 +268,24 @@ class ConnPass {
     for (const auto& [text, id] : notices_) {
       proc.gpu_notices.push_back(id != 0 && text == stand_in_text(id) ? final_text(id) : text);
     }
+  }
+
+  // The process's span as decode and compute_nesting() bound it: its records' earliest
+  // and latest times, GPU records' included, and the time of its goodbye; a start of 0
+  // counts as unknown, and the first event's is taken.
+  Step process_span() const {
+    int64_t first = first_ts_;
+    int64_t last = last_ts_;
+    if (gpu_decoder_.any()) {
+      first = std::min(first, gpu_decoder_.first_ns());
+      last = std::max(last, gpu_decoder_.last_ns());
+    }
+    if (first == 0) first = first_event_ts_;
+    if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
+    Step s;
+    s.start_ns = first;
+    s.dur_ns = last - first;
+    return s;
   }
 
   // Whether the image holds GPU records or device memory events (the table's CUDA columns).
@@ -299,6 +355,8 @@ class ConnPass {
   // Ranges in domains other than the default one, by (string id << 16 | domain).
   const std::unordered_map<uint64_t, Stats>& domain_ranges() const { return domain_ranges_; }
   const std::vector<NameState>& names() const { return names_; }
+  // The start/end ranges read, in the order their starts were (first pass).
+  const std::vector<StartEnd>& start_ends() const { return start_ends_; }
   uint64_t events() const { return events_; }
   uint64_t gpu_records() const { return gpu_seq_ + syncs_; }
 
@@ -345,8 +403,12 @@ class ConnPass {
         thread.dropped = std::max(thread.dropped, r.a);
         break;
       case wire::Kind::kStart:
+        range_start(r, tid, thread);
+        last_event_ = true;
+        return;
       case wire::Kind::kEnd:
-        throw Refusal{"it holds start/end ranges"};
+        range_end(r, tid, thread);
+        break;
       case wire::Kind::kCudaRuntime:
       case wire::Kind::kCudaDriver:
         api_call(r, tid, thread);
@@ -369,6 +431,8 @@ class ConnPass {
     const int64_t end = std::max(start, record_epoch_ns(conn_.hello, r.a));
     if (start < thread.last_event_ts) throw Refusal{"a thread's records go back in time"};
     if (start <= thread.forgotten_call_start) throw Refusal{"an API call holds too many others"};
+    if (!thread.start_ends.empty()) [[unlikely]]
+      settle_call(thread, tid, start, end);
     const int64_t dur = end - start;
     int64_t held = 0;  // durations of the calls it holds, already counted in the range's children
     auto& calls = thread.calls;
@@ -513,24 +577,6 @@ class ConnPass {
     }
   }
 
-  // The process's span as decode and compute_nesting() bound it: its records' earliest
-  // and latest times, GPU records' included, and the time of its goodbye; a start of 0
-  // counts as unknown, and the first event's is taken.
-  Step process_span() const {
-    int64_t first = first_ts_;
-    int64_t last = last_ts_;
-    if (gpu_decoder_.any()) {
-      first = std::min(first, gpu_decoder_.first_ns());
-      last = std::max(last, gpu_decoder_.last_ns());
-    }
-    if (first == 0) first = first_event_ts_;
-    if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
-    Step s;
-    s.start_ns = first;
-    s.dur_ns = last - first;
-    return s;
-  }
-
   void unmatched(const GpuUse& use, const StepLocator& locate) {
     ++unmatched_gpu_;
     ptrdiff_t cursor = 0;
@@ -672,6 +718,8 @@ class ConnPass {
     // order the two either way.
     if (ts == thread.last_close_ts) throw Refusal{"a range starts at the nanosecond another ended"};
     if (ts <= thread.last_call_end) throw Refusal{"a range starts inside an API call or as one ends"};
+    if (!thread.start_ends.empty()) [[unlikely]]
+      settle(thread, tid, ts);
     thread.calls.clear();
     NameState& n = begin_event(r, thread, ts);
     const uint64_t seq = thread.seq++;
@@ -691,10 +739,14 @@ class ConnPass {
   void pop(const wire::Record& r, uint32_t tid, Thread& thread) {
     const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
     touch(thread, ts);
+    if (!thread.start_ends.empty()) [[unlikely]]
+      settle(thread, tid, ts);
     auto& stack = thread.stack;
-    if (stack.empty() || stack.back().domain != r.domain) {
+    if (stack.empty() || stack.back().domain != r.domain || stack.back().start_end) {
       for (const Open& o : stack) {
-        if (o.domain == r.domain) throw Refusal{"ranges of two NVTX domains overlap on a thread"};
+        if (o.domain == r.domain && !o.start_end) {
+          throw Refusal{stack.back().start_end ? kStartEndOverlap : "ranges of two NVTX domains overlap on a thread"};
+        }
       }
       ++unmatched_pops_;
       return;
@@ -737,10 +789,178 @@ class ConnPass {
     st.self_ns += self;
   }
 
+  // ---- start/end ranges ----
+
+  // decode's pairing: an end read before its start waits for it; a start whose id is
+  // taken again is left as it is (ended where it started).
+  void range_start(const wire::Record& r, uint32_t tid, Thread& thread) {
+    const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
+    touch(thread, ts);
+    first_event_ts_ = std::min(first_event_ts_, ts);
+    use_domain(r.domain);
+    use_attr(r.domain, r.b);
+    last_domain_ = r.domain;
+    use_name(r.name);
+    const uint64_t seq = thread.seq++;
+    ++events_;
+    if (known_start_ends_ != nullptr) {
+      if (read_start_ends_ >= known_start_ends_->size()) throw Refusal{"the capture changed between passes"};
+      const StartEnd& se = (*known_start_ends_)[read_start_ends_++];
+      if (se.end_tid != se.tid) count_start_end(se, step_of(thread, se.start));
+      return;
+    }
+    if (start_ends_.size() >= kMaxStartEnds) throw Refusal{"it holds too many start/end ranges"};
+    const auto index = static_cast<uint32_t>(start_ends_.size());
+    StartEnd& se = start_ends_.emplace_back();
+    se.start = se.end = ts;
+    se.seq = seq;
+    se.tid = se.end_tid = tid;
+    se.id = r.name;
+    se.domain = r.domain;
+    auto pending = pending_ends_.find(r.a);
+    if (pending != pending_ends_.end()) {
+      se.end = pending->second.first;
+      se.end_tid = pending->second.second;
+      pending_ends_.erase(pending);
+    } else {
+      open_ids_[r.a] = index;
+    }
+  }
+
+  void range_end(const wire::Record& r, uint32_t tid, Thread& thread) {
+    const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
+    touch(thread, ts);
+    if (known_start_ends_ != nullptr) return;
+    auto open = open_ids_.find(r.a);
+    if (open == open_ids_.end()) {
+      pending_ends_[r.a] = {ts, tid};  // its start may be in a frame read later
+      return;
+    }
+    StartEnd& se = start_ends_[open->second];
+    se.end = ts;
+    se.end_tid = tid;
+    open_ids_.erase(open);
+  }
+
+  // First pass: ranges never ended end at the image's last timestamp, as decode ends
+  // them; those named like a step marker are candidates.
+  void finish_start_ends() {
+    const int64_t image_end = conn_.bye && conn_.bye->mono_ns != 0
+                                  ? std::max(last_ts_, record_epoch_ns(conn_.hello, conn_.bye->mono_ns))
+                                  : last_ts_;
+    for (const auto& [id, index] : open_ids_) {
+      StartEnd& se = start_ends_[index];
+      se.end = std::max(se.start, image_end);
+      ++unterminated_;
+    }
+    open_ids_.clear();
+    for (const StartEnd& se : start_ends_) {
+      if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
+      if (maybe_marker(se.id, name(se.id))) {
+        candidates_[candidate(se.tid, se.seq, se.start, se.id, se.domain, false)].end = se.end;
+      }
+    }
+  }
+
+  // Second pass: each thread gets its own start/end ranges in interval-nesting order.
+  void deal_start_ends() {
+    const auto& all = *known_start_ends_;
+    for (uint32_t i = 0; i < all.size(); ++i) {
+      if (all[i].end_tid == all[i].tid) threads_[all[i].tid].start_ends.push_back(i);
+    }
+    for (auto& [tid, thread] : threads_) {
+      std::stable_sort(thread.start_ends.begin(), thread.start_ends.end(), [&all](uint32_t x, uint32_t y) {
+        return all[x].start != all[y].start ? all[x].start < all[y].start : all[x].end > all[y].end;
+      });
+    }
+  }
+
+  // A range that ends on another thread is not an interval of either: it holds nothing
+  // and nothing holds it.
+  void count_start_end(const StartEnd& se, int32_t step) {
+    if (!counted(step)) return;
+    Stats& st = range_stats(se.id, se.domain);
+    st.add_use({process_, 0, se.tid, se.start, -se.end, se.seq});
+    ++st.calls;
+    st.total_ns += se.end - se.start;
+    st.self_ns += se.end - se.start;
+  }
+
+  // Opens and closes the thread's start/end ranges whose boundaries come before `ts`,
+  // the time of its next push or pop, or an API call's start: they nest with its other
+  // ranges as pushes and pops at those times would. A boundary at `ts` itself, or one
+  // passed already, would leave the order to interval nesting's ties: refused.
+  void settle(Thread& t, uint32_t tid, int64_t ts) {
+    if (ts <= t.start_end_passed) throw Refusal{kStartEndOverlap};
+    const auto& all = *known_start_ends_;
+    for (;;) {
+      const StartEnd* next = t.next_start_end < t.start_ends.size() ? &all[t.start_ends[t.next_start_end]] : nullptr;
+      const StartEnd* top = t.open_start_ends.empty() ? nullptr : &all[t.open_start_ends.back()];
+      if (next == nullptr && top == nullptr) return;
+      const int64_t open_at = next != nullptr ? next->start : kNever;
+      const int64_t close_at = top != nullptr ? top->end : kNever;
+      const int64_t at = std::min(open_at, close_at);
+      if (at > ts || at == kNever) return;
+      if (at == ts) throw Refusal{"a start/end range begins or ends at the nanosecond of another record of its thread"};
+      // At one nanosecond, a range ends before the next begins. (Interval nesting holds
+      // one that lasts no time in the one ending: the same figures, since it holds
+      // nothing and adds nothing to its parent.)
+      if (close_at <= open_at) {
+        close_start_end(t, tid);
+      } else {
+        open_start_end(t, tid);
+      }
+      t.start_end_passed = std::max(t.start_end_passed, at);
+    }
+  }
+
+  // An API call: no start/end range may begin or end inside it.
+  void settle_call(Thread& t, uint32_t tid, int64_t start, int64_t end) {
+    settle(t, tid, start);
+    const auto& all = *known_start_ends_;
+    if (t.next_start_end < t.start_ends.size() && all[t.start_ends[t.next_start_end]].start <= end) {
+      throw Refusal{kStartEndOverlap};
+    }
+    if (!t.open_start_ends.empty() && all[t.open_start_ends.back()].end <= end) throw Refusal{kStartEndOverlap};
+  }
+
+  void close_start_end(Thread& t, uint32_t tid) {
+    if (t.stack.empty() || !t.stack.back().start_end) throw Refusal{kStartEndOverlap};
+    close_top(t, tid, (*known_start_ends_)[t.open_start_ends.back()].end);
+    t.open_start_ends.pop_back();
+    t.calls.clear();
+  }
+
+  void open_start_end(Thread& t, uint32_t tid) {
+    const auto& all = *known_start_ends_;
+    const uint32_t index = t.start_ends[t.next_start_end++];
+    const StartEnd& se = all[index];
+    // An open one that ends inside this one (consecutive steps whose times differ by a
+    // few nanoseconds): interval nesting leaves it open, but from now on it holds
+    // nothing, since what it could hold lies inside this one too, the innermost. So it
+    // closes here, and this one gets the parent below it.
+    while (!t.open_start_ends.empty() && all[t.open_start_ends.back()].end < se.end) close_start_end(t, tid);
+    name(se.id);  // its row's slot: its start, written once it ended, may not be read yet
+    Open& o = t.stack.emplace_back();
+    o.start = se.start;
+    o.seq = se.seq;
+    o.id = se.id;
+    o.step = step_of(t, se.start);
+    o.domain = se.domain;
+    o.start_end = true;
+    t.open_start_ends.push_back(index);
+    t.calls.clear();
+  }
+
   const ConnInput& conn_;
   const size_t process_;
   const std::regex& marker_;
   const std::vector<Step>* steps_;
+  const std::vector<StartEnd>* known_start_ends_;  // second pass: the first pass's
+  size_t read_start_ends_ = 0;
+  std::vector<StartEnd> start_ends_;                // first pass
+  std::unordered_map<uint64_t, uint32_t> open_ids_;  // by range id
+  std::unordered_map<uint64_t, std::pair<int64_t, uint32_t>> pending_ends_;  // by range id: time, thread
   std::unique_ptr<StepLocator> locator_;
   std::vector<NameState> names_;
   std::unordered_map<uint32_t, Thread> threads_;
@@ -928,19 +1148,26 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       if (first.events() == 0) continue;
       Process markers;
       markers.events_list = first.markers();
+      std::vector<Step> steps;
       if (markers.events_list.empty()) {
         // The whole process is one step, holding every event.
         const bool counted = !options.schedule || recorded(schedule_action(*options.schedule, 0));
-        if (counted) add_rows(first, options.group_by_input_shape, rows);
-        continue;
+        if (!counted) continue;
+        if (first.start_ends().empty()) {
+          add_rows(first, options.group_by_input_shape, rows);
+          continue;
+        }
+        steps.push_back(first.process_span());
+        steps.back().action = StepAction::kRecordAndSave;
+      } else {
+        for (const Event& e : markers.events_list) {
+          if (e.kind == EventKind::kMark) return refuse("a step marker is a mark");
+        }
+        std::vector<int32_t> order(markers.events_list.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+        steps = steps_of_markers(markers, order, options.schedule);
       }
-      for (const Event& e : markers.events_list) {
-        if (e.kind == EventKind::kMark) return refuse("a step marker is a mark");
-      }
-      std::vector<int32_t> order(markers.events_list.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-      const std::vector<Step> steps = steps_of_markers(markers, order, options.schedule);
-      ConnPass second(conn, p, marker, &steps);
+      ConnPass second(conn, p, marker, &steps, &first.start_ends());
       source.read(conn, second);
       add_rows(second, options.group_by_input_shape, rows);
       out.passes = 2;

@@ -6,14 +6,16 @@
 // depth and launches in flight of a run, not on how many events it holds.
 //
 // It gives what decode_capture() + analyse() put in Run::ops, row for row and in the
-// same order, for captures of NVTX push/pop ranges and marks (PyTorch op messages among
-// them, as cpu_op rows), CUDA API calls and GPU records: the usual traffic of a program
-// annotated with NVTX, on a GPU or not. One pass suffices when no name matches the step
-// marker; otherwise a first pass finds the steps and a second one aggregates. A capture
-// holding anything else (start/end ranges, which the Python bootstrap's automatic steps
-// are; two images of one process; records whose order on a thread the stack cannot
-// settle; GPU records read too long after their API calls) is refused with the reason,
-// and the caller analyses it whole.
+// same order, for captures of NVTX push/pop and start/end ranges and marks (PyTorch op
+// messages among them, as cpu_op rows), CUDA API calls and GPU records: the usual
+// traffic of a program annotated with NVTX, on a GPU or not, and of a Python training
+// run, whose automatic steps are start/end ranges written once they ended. One pass
+// suffices when no name matches the step marker and no start/end range is read;
+// otherwise a first pass finds the steps and collects the start/end ranges (up to 1M),
+// and a second one nests them and aggregates. A capture holding anything else (two
+// images of one process; records whose order on a thread the stack cannot settle, such
+// as a start/end range crossing a push/pop range; GPU records read too long after their
+// API calls) is refused with the reason, and the caller analyses it whole.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,7 @@ struct StreamedTable {
   Run run;
   uint64_t events = 0;       // timeline events read (ranges, marks, API calls), as decode counts them
   uint64_t gpu_records = 0;  // kernels, copies, memsets and syncs read (decode's gpu_events)
-  int passes = 0;       // 1, or 2 when step markers were found
+  int passes = 0;       // 1, or 2 when step markers or start/end ranges were found
 };
 
 // Throws InputError when the file cannot be read as a capture or an option is invalid;

@@ -204,7 +204,23 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   };
   Slots start_end;
   start_end.str(1, "r").rec(Kind::kStart, 1, 1000, 7).rec(Kind::kEnd, 0, 1100, 7);
-  CHECK(refusal(capture("stream_start.tprof", start_end)).find("start/end") != std::string::npos);
+  CHECK(refusal(capture("stream_start.tprof", start_end)) == "(accepted)");
+  Slots crossing;  // a start/end range that begins inside a range and outlives it
+  crossing.str(1, "a").str(2, "r").push(1, 1000).pop(1200).rec(Kind::kStart, 2, 1100, 7).rec(Kind::kEnd, 0, 1300, 7)
+      .push(1, 1400).pop(1500);
+  CHECK(refusal(capture("stream_crossing.tprof", crossing)).find("overlap") != std::string::npos);
+  Slots in_call;  // a start/end range that ends inside an API call
+  in_call.str(1, "cudaLaunchKernel").str(2, "r").rec(Kind::kStart, 2, 900, 7).rec(Kind::kEnd, 0, 1050, 7)
+      .api(1, 1000, 1100, 5);
+  CHECK(refusal(capture("stream_in_call.tprof", in_call)).find("overlap") != std::string::npos);
+  Slots held_call;  // a start/end range that begins between a runtime call's start and its driver call's
+  held_call.str(1, "cuLaunchKernel").str(2, "cudaLaunchKernel").str(3, "r")
+      .api(1, 1010, 1020, 6, 307, Kind::kCudaDriver).api(2, 1000, 1030, 5)
+      .rec(Kind::kStart, 3, 1005, 7).rec(Kind::kEnd, 0, 1200, 7);
+  CHECK(refusal(capture("stream_held_call.tprof", held_call)).find("overlap") != std::string::npos);
+  Slots at_push;  // a start/end range that ends at the nanosecond a range begins
+  at_push.str(1, "a").str(2, "r").rec(Kind::kStart, 2, 900, 7).rec(Kind::kEnd, 0, 1000, 7).push(1, 1000).pop(1100);
+  CHECK(refusal(capture("stream_at_push.tprof", at_push)).find("nanosecond") != std::string::npos);
   Slots api;
   api.str(1, "cudaLaunchKernel").api(1, 1000, 1100, 5);
   CHECK(refusal(capture("stream_api.tprof", api)) == "(accepted)");
@@ -299,6 +315,72 @@ TEST_CASE("stream_table: CUDA API calls and GPU records as the full analysis") {
   const StreamedTable one = streamed_ok(path, options);
   CHECK(one.passes == 1);
   check_same(path, options, one);
+}
+
+// The Python bootstrap's steps, written whole once each ended, in their own domain:
+// consecutive ones meet at one nanosecond or overlap by a few. Then the NVTX kinds of
+// start/end range: one ended on another thread (its end read first), one ended on its
+// own thread around a range, one never ended, an end without a start.
+TEST_CASE("stream_table: start/end ranges as the full analysis") {
+  CaptureBuilder b;
+  b.chunk(ChunkType::kHello, 1, hello(10));
+  Slots t2;  // read first
+  t2.str(7, "load").str(4, "aten::mm")
+      .rec(Kind::kEnd, 0, 5600, 50)                         // of thread 1's load at 5000
+      .rec(Kind::kEnd, 0, 5650, 99)                         // no start
+      .rec(Kind::kStart, 7, 5700, 53).push(4, 5800).pop(5900);  // never ended: up to the goodbye
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(2, 0, t2));
+  Slots t1;
+  t1.str(1, "ProfilerStep#0").str(2, "ProfilerStep#1").str(3, "ProfilerStep#2").str(5, "cudaLaunchKernel")
+      .str(8, "train").str(20, "torchprof").rec(Kind::kDomain, 20, 0, 0, 0, 1)
+      .push(8, 1000)
+      .push(4, 1200).api(5, 1300, 1350, 10).pop(1500).api(5, 1600, 1650, 11)
+      .rec(Kind::kStart, 1, 1100, 1, 0, 1).rec(Kind::kEnd, 0, 2000, 1, 0, 1)   // step 0, written as it ends
+      .push(4, 2100).pop(2900)
+      .rec(Kind::kStart, 2, 2000, 2, 0, 1).rec(Kind::kEnd, 0, 3003, 2, 0, 1)   // step 1: begins as step 0 ends
+      .push(4, 3100).pop(3900)
+      .rec(Kind::kStart, 3, 3000, 3, 0, 1).rec(Kind::kEnd, 0, 4000, 3, 0, 1)   // step 2: begins 3 ns before step 1 ends
+      .rec(Kind::kStart, 7, 5000, 50)                                          // ends on thread 2
+      .rec(Kind::kStart, 7, 6000, 51).push(4, 6100).pop(6200).rec(Kind::kEnd, 0, 6500, 51)
+      .pop(9000);
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(1, 0, t1));
+  Slots activity;
+  activity.kernel(6, 1400, 1500, 10, 7).kernel(6, 1700, 1760, 11, 7).str(6, "_Z4gemmv");
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(99, 0, activity));
+  b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 10, 0, 10000));
+  const std::string path = b.save("stream_start_end.tprof");
+
+  AnalysisOptions options;
+  const StreamedTable steps = streamed_ok(path, options);
+  CHECK(steps.passes == 2);
+  check_same(path, options, steps);
+  std::map<std::string, OpStats> by_name = by_kind_and_name(steps.run);
+  // Three steps of 900, 1003 and 1000 ns, holding an op each (300, 800, 800 ns) and
+  // step 0 a launch of 50 ns; step 2 is not held by step 1.
+  CHECK(by_name["nvtx ProfilerStep*"].calls == 3);
+  CHECK(by_name["nvtx ProfilerStep*"].cpu_total_ns == 900 + 1003 + 1000);
+  CHECK(by_name["nvtx ProfilerStep*"].self_cpu_ns == (900 - 300 - 50) + (1003 - 800) + (1000 - 800));
+  CHECK(by_name["nvtx ProfilerStep*"].self_cuda_ns == 60);  // the kernel launched in the step itself
+  CHECK(by_name["nvtx ProfilerStep*"].cuda_total_ns == 100 + 60);
+  CHECK(by_name["nvtx aten::mm"].calls == 3);  // those at 5800 and 6100 are in no step
+  CHECK(by_name["nvtx aten::mm"].self_cpu_ns == 250 + 800 + 800);
+  CHECK(by_name["nvtx aten::mm"].self_cuda_ns == 100);
+  CHECK(by_name.count("nvtx train") == 0);  // it began before the first step
+
+  options.step_marker = "^never$";  // one step spanning the process: two passes still
+  const StreamedTable whole = streamed_ok(path, options);
+  CHECK(whole.passes == 2);
+  check_same(path, options, whole);
+  by_name = by_kind_and_name(whole.run);
+  // train holds the three steps and the load at 6000; the load ended on thread 2 is
+  // nobody's child, and the one never ended lasts until the goodbye at 10000.
+  CHECK(by_name["nvtx train"].self_cpu_ns == 8000 - 900 - 1003 - 1000 - 500);
+  CHECK(by_name["nvtx load"].calls == 3);
+  CHECK(by_name["nvtx load"].cpu_total_ns == 600 + 500 + 4300);
+  CHECK(by_name["nvtx load"].self_cpu_ns == 600 + 400 + 4200);
+  CHECK(whole.run.processes.at(0).warnings ==
+        std::vector<std::string>{"1 range ends without a matching start were ignored",
+                                 "1 ranges never ended; closed at the last timestamp of their thread"});
 }
 
 TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
@@ -447,6 +529,135 @@ TEST_CASE("stream_table: random captures give the full analysis's table or are r
   CHECK(outcome.accepted >= kCaptures / 4);
   CHECK(outcome.with_kind >= kCaptures / 10);
   MESSAGE("random NVTX captures: " << outcome.summary(kCaptures));
+}
+
+// Random captures with start/end ranges: steps written whole once they ended (meeting,
+// overlapping or apart by a few nanoseconds, in the bootstrap's domain or the default
+// one), ranges started and ended as the thread goes (some ended on another thread,
+// whose frames may come first, some never), ends without a start, among ranges, marks
+// and API calls with their kernels.
+TEST_CASE("stream_table: random start/end captures give the full analysis's table or are refused") {
+  std::mt19937 rng(20261130);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  RandomCaptures outcome("nvtx");
+  const int kCaptures = 150;
+  int with_steps = 0;
+  for (int c = 0; c < kCaptures; ++c) {
+    CaptureBuilder b;
+    b.chunk(ChunkType::kHello, 1, hello(100));
+    const int threads = 1 + pick(2);
+    // One frame list per thread, then the activity thread's, then a thread that only
+    // ends ranges others started.
+    std::vector<std::vector<Slots>> frames(static_cast<size_t>(threads) + 2);
+    Slots activity;
+    Slots ender;
+    uint64_t next_id = 1;
+    uint64_t next_corr = 1;
+    bool steps = false;
+    for (int t = 0; t < threads; ++t) {
+      uint64_t ts = 1000 + static_cast<uint64_t>(pick(50));
+      Slots cur;
+      if (t == 0) {
+        // The steps' names have the largest ids: a step's range may open before any
+        // record naming it is read.
+        cur.str(31, "ProfilerStep#0").str(32, "ProfilerStep#1").str(3, "fwd").str(4, "bwd").str(5, "load")
+            .str(6, "cudaLaunchKernel").str(7, "_Z4gemmv").str(20, "torchprof").rec(Kind::kDomain, 20, 0, 0, 0, 1);
+      }
+      // What is open, innermost last: 0 for a push, else a start/end range's id.
+      std::vector<uint64_t> open;
+      uint64_t step_start = ts;
+      uint32_t step = 0;
+      const uint16_t step_domain = pick(3) == 0 ? 0 : 1;
+      std::vector<uint64_t> started;  // start/end ranges of this thread not ended yet
+      auto close_open = [&] {  // innermost first
+        for (; !open.empty(); open.pop_back()) {
+          ts += static_cast<uint64_t>(1 + pick(5));
+          if (open.back() == 0) {
+            cur.pop(ts);
+          } else {
+            cur.rec(Kind::kEnd, 0, ts, open.back());
+            started.erase(std::find(started.begin(), started.end(), open.back()));
+          }
+        }
+        ts += static_cast<uint64_t>(5 + pick(5));
+      };
+      const int records = 10 + pick(70);
+      for (int r = 0; r < records; ++r) {
+        ts += static_cast<uint64_t>(pick(300) == 0 ? 0 : 1 + pick(20));
+        const int what = pick(14);
+        if (what < 3 || (open.empty() && what < 5)) {
+          cur.push(static_cast<uint32_t>(3 + pick(2)), ts);
+          open.push_back(0);
+        } else if (what < 5 && (open.back() == 0 || pick(40) == 0)) {
+          cur.pop(ts);
+          auto push = std::find(open.rbegin(), open.rend(), 0);
+          if (push != open.rend()) open.erase(std::next(push).base());
+        } else if (what < 7) {
+          const uint64_t corr = next_corr++;
+          cur.api(6, ts, ts + 2 + static_cast<uint64_t>(pick(10)), corr);
+          if (pick(3) != 0) activity.kernel(7, ts + 5, ts + 5 + static_cast<uint64_t>(pick(90)), corr, 7);
+          ts += 12;
+        } else if (what == 7) {
+          // A step ends now, mostly with what it holds; the bootstrap writes it whole.
+          // Its start is the last one's end, as the two clocks' distance, read twice,
+          // places it: a few nanoseconds either way, now and then more.
+          if (pick(60) != 0) close_open();
+          uint64_t start = step > 0 ? step_start + static_cast<uint64_t>(pick(7)) - 3 : step_start;
+          if (step > 0 && pick(8) == 0) start = step_start - static_cast<uint64_t>(pick(30));
+          const uint64_t id = next_id++;
+          cur.rec(Kind::kStart, 31 + step % 2, start, id, 0, step_domain).rec(Kind::kEnd, 0, ts, id, 0, step_domain);
+          step_start = ts;
+          ts += 4;  // what comes next is a few nanoseconds away, mostly
+          ++step;
+          steps = true;
+        } else if (what == 8) {
+          started.push_back(next_id);
+          open.push_back(next_id);
+          cur.rec(Kind::kStart, 5, ts, next_id++);
+        } else if (what == 9 && !started.empty()) {
+          // The innermost when it is one, on this thread; else any, on another thread
+          // (and now and then here, crossing what is open).
+          uint64_t id = open.back();
+          const bool elsewhere = pick(4) == 0 || (id == 0 && pick(30) != 0);
+          if (id == 0 || elsewhere) id = started[static_cast<size_t>(pick(static_cast<int>(started.size())))];
+          if (elsewhere) {
+            ender.rec(Kind::kEnd, 0, ts + static_cast<uint64_t>(pick(40)), id);
+          } else {
+            cur.rec(Kind::kEnd, 0, ts, id);
+          }
+          started.erase(std::find(started.begin(), started.end(), id));
+          open.erase(std::find(open.begin(), open.end(), id));
+        } else if (what == 10) {
+          cur.rec(Kind::kMark, 4, ts);
+        } else if (what == 11 && pick(5) == 0) {
+          cur.rec(Kind::kEnd, 0, ts, 100000 + static_cast<uint64_t>(pick(5)));  // no start
+        } else if (what == 12) {
+          frames[static_cast<size_t>(t)].push_back(cur);
+          cur = Slots();
+        }
+      }
+      if (pick(10) != 0) close_open();  // else the thread stops with what it left open
+      frames[static_cast<size_t>(t)].push_back(cur);
+    }
+    frames[static_cast<size_t>(threads)].push_back(activity);
+    frames.back().push_back(ender);
+    with_steps += steps ? 1 : 0;
+    write_interleaved(
+        b, 1, frames, pick,
+        [&](size_t t) { return t < static_cast<size_t>(threads) ? static_cast<uint32_t>(t + 1) : 90u + static_cast<uint32_t>(t); },
+        [](uint32_t) { return false; });
+    b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 50, 0, 90000));
+    const std::string path = b.save("stream_random_start_end.tprof");
+    AnalysisOptions options;
+    if (pick(3) == 0) {
+      options.step_marker = "^never$";
+    } else if (pick(3) == 0) {
+      options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
+    }
+    outcome.check(c, path, options);
+  }
+  CHECK(outcome.accepted >= kCaptures / 3);
+  MESSAGE("random start/end captures: " << outcome.summary(kCaptures) << "; " << with_steps << " with steps");
 }
 
 // Random captures with CUDA API calls (runtime calls holding driver calls, calls under
