@@ -96,6 +96,8 @@ def auto_steps():
     check(all(ev.get("cat") == "user_annotation" for ev in events), "steps are user_annotation")
     check(all(domain_of(ev) == "torchprof" for ev in events), "automatic steps are in the torchprof domain")
     check_eq(r.stdout, run_plain([script("train_loop.py"), "6"]).stdout, "stdout with and without torchprof")
+    # The steps are start/end ranges written once they ended; the table alone streams them.
+    tp.check_streamed_table(r.out_dir)
 
 
 def schedule():
@@ -108,6 +110,7 @@ def schedule():
     check_eq(sorted(per_trace), [["ProfilerStep#2", "ProfilerStep#3"], ["ProfilerStep#6", "ProfilerStep#7"]],
              "steps per trace file (one file per cycle)")
     check_eq(tp.op(r.summary, "ProfilerStep*")["calls"], 4, "recorded steps in ops")
+    tp.check_streamed_table(r.out_dir, ["--schedule", "wait=1,warmup=1,active=2"])
 
 
 def user_steps():

@@ -82,6 +82,8 @@ def counts():
     check_eq(len(steps), STEPS, "steps")
     table = tp.check_torch_table(open(os.path.join(r.out_dir, "table.txt")).read())
     check_eq(int(table.row("aten::addmm")["# of Calls"]), STEPS * ADDMM_PER_STEP, "aten::addmm in table.txt")
+    # Ops pushed and popped inside the automatic steps (start/end ranges): streamed alike.
+    tp.check_streamed_table(r.out_dir)
 
 
 def off():
