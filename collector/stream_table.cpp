@@ -78,14 +78,16 @@ struct Stats {
 };
 
 // What a string id names and the rows named by it.
+// A run may name many things (a step name per step): the rows of API calls and kernels,
+// which few names have, are held apart.
 struct NameState {
   std::string text;
   bool defined = false;
   bool used_undefined = false;  // named an event (or thread) before its definition
   int8_t marker = -1;           // regex match of the text: -1 not evaluated yet
+  int32_t api = -1;             // CUDA API calls: index in ConnPass::side_stats_, -1 none
+  int32_t kernel = -1;          // kernels recorded under this (mangled) name: likewise
   Stats range;                  // NVTX ranges of this name
-  Stats api;                    // CUDA API calls
-  Stats kernel;                 // kernels recorded under this (mangled) name
 };
 
 // A node of the tree of range stacks seen at API calls: one per distinct path, so a
@@ -355,8 +357,14 @@ class ConnPass {
   // Ranges in domains other than the default one, by (string id << 16 | domain).
   const std::unordered_map<uint64_t, Stats>& domain_ranges() const { return domain_ranges_; }
   const std::vector<NameState>& names() const { return names_; }
+  // A name's API call or kernel row (NameState::api, ::kernel): none when `index` is -1.
+  const Stats& side_stats(int32_t index) const {
+    static const Stats kNone;
+    return index < 0 ? kNone : side_stats_[static_cast<size_t>(index)];
+  }
   // The start/end ranges read, in the order their starts were (first pass).
   const std::vector<StartEnd>& start_ends() const { return start_ends_; }
+  std::vector<StartEnd> take_start_ends() { return std::move(start_ends_); }
   uint64_t events() const { return events_; }
   uint64_t gpu_records() const { return gpu_seq_ + syncs_; }
 
@@ -469,7 +477,7 @@ class ConnPass {
     thread.last_close_ts = std::max(thread.last_close_ts, end);
     ++events_;
     if (counted(step)) {
-      Stats& st = name(r.name).api;
+      Stats& st = side_stats(name(r.name).api);
       st.add_use({process_, 0, tid, start, -end, seq});
       ++st.calls;
       st.total_ns += dur;
@@ -585,7 +593,7 @@ class ConnPass {
 
   void count_gpu_row(const GpuUse& use, int32_t step) {
     if (!counted(step)) return;
-    Stats& st = use.kind == GpuKind::kKernel ? name(use.name).kernel
+    Stats& st = use.kind == GpuKind::kKernel ? side_stats(name(use.name).kernel)
                                              : std::get<2>(copy_rows_[static_cast<size_t>(use.copy)]);
     const FirstUse here{process_, 1, 0, use.start, 0, use.seq};
     if (st.calls == 0 || here.key() < st.first.key()) st.mangled = use.name;
@@ -615,6 +623,15 @@ class ConnPass {
     if (n.defined && n.text != text) throw Refusal{"a string id is defined twice"};
     n.text = std::move(text);
     n.defined = true;
+  }
+
+  // A name's API call or kernel row, made on first use.
+  Stats& side_stats(int32_t& index) {
+    if (index < 0) {
+      index = static_cast<int32_t>(side_stats_.size());
+      side_stats_.emplace_back();
+    }
+    return side_stats_[static_cast<size_t>(index)];
   }
 
   // The default domain's ranges are counted by name; others by name and domain (the
@@ -963,6 +980,7 @@ class ConnPass {
   std::unordered_map<uint64_t, std::pair<int64_t, uint32_t>> pending_ends_;  // by range id: time, thread
   std::unique_ptr<StepLocator> locator_;
   std::vector<NameState> names_;
+  std::vector<Stats> side_stats_;
   std::unordered_map<uint32_t, Thread> threads_;
   std::unordered_map<uint16_t, uint32_t> domains_;
   std::unordered_map<uint64_t, uint32_t> categories_;
@@ -1096,11 +1114,13 @@ void add_rows(const ConnPass& pass, bool group_by_input_shape, Rows& rows) {
   const std::vector<NameState>& names = pass.names();
   for (uint32_t id = 0; id < names.size(); ++id) {
     const NameState& n = names[id];
-    if (n.range.calls == 0 && n.api.calls == 0 && n.kernel.calls == 0) continue;
+    if (n.range.calls == 0 && n.api < 0 && n.kernel < 0) continue;
     add_range_row(pass, id, 0, n.range, group_by_input_shape, rows);
+    const Stats& api = pass.side_stats(n.api);
+    const Stats& kernel = pass.side_stats(n.kernel);
     const std::string text = pass.final_text(id);
-    rows.add("cuda_api", event_row_name(text), n.api);
-    if (n.kernel.calls != 0) rows.add("kernel", demangle(text), n.kernel, pass.final_text(n.kernel.mangled));
+    rows.add("cuda_api", event_row_name(text), api);
+    if (kernel.calls != 0) rows.add("kernel", demangle(text), kernel, pass.final_text(kernel.mangled));
   }
   for (const auto& [key, st] : pass.domain_ranges()) {
     add_range_row(pass, static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff), st,
@@ -1138,28 +1158,33 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       const ConnInput& conn = *scanned.conns[p];
       Process& proc = run.processes.emplace_back();
       apply_identity(conn, proc);
-      ConnPass first(conn, p, marker, nullptr);
-      source.read(conn, first);
-      first.report(proc);
-      if (conn.bye) apply_bye(*conn.bye, proc);
-      run.has_gpu = run.has_gpu || first.has_gpu();
-      out.events += first.events();
-      out.gpu_records += first.gpu_records();
-      if (first.events() == 0) continue;
       Process markers;
-      markers.events_list = first.markers();
       std::vector<Step> steps;
-      if (markers.events_list.empty()) {
-        // The whole process is one step, holding every event.
-        const bool counted = !options.schedule || recorded(schedule_action(*options.schedule, 0));
-        if (!counted) continue;
-        if (first.start_ends().empty()) {
-          add_rows(first, options.group_by_input_shape, rows);
-          continue;
+      std::vector<StartEnd> start_ends;
+      {  // the first pass's names and rows are let go before the second
+        ConnPass first(conn, p, marker, nullptr);
+        source.read(conn, first);
+        first.report(proc);
+        if (conn.bye) apply_bye(*conn.bye, proc);
+        run.has_gpu = run.has_gpu || first.has_gpu();
+        out.events += first.events();
+        out.gpu_records += first.gpu_records();
+        if (first.events() == 0) continue;
+        markers.events_list = first.markers();
+        if (markers.events_list.empty()) {
+          // The whole process is one step, holding every event.
+          const bool counted = !options.schedule || recorded(schedule_action(*options.schedule, 0));
+          if (!counted) continue;
+          if (first.start_ends().empty()) {
+            add_rows(first, options.group_by_input_shape, rows);
+            continue;
+          }
+          steps.push_back(first.process_span());
+          steps.back().action = StepAction::kRecordAndSave;
         }
-        steps.push_back(first.process_span());
-        steps.back().action = StepAction::kRecordAndSave;
-      } else {
+        start_ends = first.take_start_ends();
+      }
+      if (!markers.events_list.empty()) {
         for (const Event& e : markers.events_list) {
           if (e.kind == EventKind::kMark) return refuse("a step marker is a mark");
         }
@@ -1167,7 +1192,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
         for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
         steps = steps_of_markers(markers, order, options.schedule);
       }
-      ConnPass second(conn, p, marker, &steps, &first.start_ends());
+      ConnPass second(conn, p, marker, &steps, &start_ends);
       source.read(conn, second);
       add_rows(second, options.group_by_input_shape, rows);
       out.passes = 2;
