@@ -247,6 +247,15 @@ if [[ $have_gpu_workload == 1 ]]; then
   row analysis gpu_to_table_streamed "$(val "$work/an_gpubig_stream" to_table_events_per_s)" events/s "the same, streamed: x$(calc "$(val "$work/an_gpubig_stream" to_table_events_per_s) / $(val "$work/an_gpubig" to_table_events_per_s)") the full analysis's rate; peak RSS $(val "$work/an_gpubig_stream" peak_rss) MiB"
   rm -rf "$work/gpu_big" "$work/an_gpu_big"
 fi
+# A training run's shape as the Python bootstrap records it: each step a start/end
+# range written once it ended, 50 ranges inside.
+after_steps=$((200000 / scale))
+TORCHPROF_BUFFER_KB=65536 tool -o "$work/after" --table-only -- "$bb/step_ranges" "$after_steps" 50 after >/dev/null
+"$bb/analysis_bench" "$work/after" "$work/an_after_out" --no-traces >"$work/an_after"
+"$bb/analysis_bench" "$work/after" "$work/an_after_out" --streamed >"$work/an_after_stream"
+row analysis steps_to_table "$(val "$work/an_after" to_table_events_per_s)" events/s "$after_steps steps written as the bootstrap writes them (start/end ranges), $(val "$work/an_after" events) events, full analysis; peak RSS $(val "$work/an_after" peak_rss) MiB"
+row analysis steps_to_table_streamed "$(val "$work/an_after_stream" to_table_events_per_s)" events/s "the same, streamed ($(val "$work/an_after_stream" passes) passes): x$(calc "$(val "$work/an_after_stream" to_table_events_per_s) / $(val "$work/an_after" to_table_events_per_s)") the full analysis's rate; peak RSS $(val "$work/an_after_stream" peak_rss) MiB, which grows with the steps"
+rm -rf "$work/after" "$work/an_after_out"
 if [[ ${TRACES:-1} == 1 ]]; then
   row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
 fi
