@@ -140,7 +140,8 @@ def schedule_acceptance():
 
 def table_only():
     """--table-only: the table alone, streamed from the capture, equal to the full report's;
-    a capture the streamed pass does not take (start/end ranges) gets the full analysis."""
+    start/end ranges (some ended on another thread) are streamed too; a capture the
+    streamed pass does not take (here: with a capture range) gets the full analysis."""
     sched = ["--schedule", "wait=1,warmup=1,active=2,repeat=2"]
     r = tp.profile("nvtx_steps", [9, 4, 6, 1], options=sched + ["--table-only"])
     check_eq(sorted(os.listdir(r.out_dir)), ["capture.tprof", "table.txt"], "files of run --table-only")
@@ -169,10 +170,12 @@ def table_only():
         check_eq(b.stdout, a.stdout, f"--format {fmt} of report --table-only and of the full report")
 
     se = tp.profile("nvtx_startend")
-    full = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_full")])
-    whole = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_table"), "--table-only"])
-    check_eq(whole.rc, 0, "exit code of report --table-only on start/end ranges")
-    check("full analysis: it holds start/end ranges" in whole.stderr.decode(),
+    tp.check_streamed_table(se.out_dir)
+    within = ["--capture-range", "nvtx:main_busy"]
+    full = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_full")] + within)
+    whole = tp.run_report([se.out_dir, "-o", tp.fresh_dir("se_table"), "--table-only"] + within)
+    check_eq(whole.rc, 0, "exit code of report --table-only with a capture range")
+    check("full analysis: a capture range is set" in whole.stderr.decode(),
           f"report --table-only says why it analysed the capture whole: {whole.stderr!r}")
     check_eq(whole.stdout, full.stdout, "stdout of report --table-only (full analysis) and of the full report")
 
