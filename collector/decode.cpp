@@ -5,6 +5,7 @@
 #include "collector/frame_decode.h"
 #include "collector/gpu_decode.h"
 #include "collector/op_message.h"
+#include "collector/range_pairing.h"
 
 #include <zstd.h>
 
@@ -103,11 +104,6 @@ class ConnDecoder {
     uint32_t next_seq = 0;
     bool nvtx_named = false;
   };
-  struct PendingEnd {
-    int64_t ts = 0;
-    uint32_t tid = 0;
-  };
-
   // Decompresses one frame into raw_; false (counted once) when it is unusable.
   bool load(const FrameRef& ref, wire::FrameHeader& fh) {
     if (!reader_.read_body_at(ref.offset, ref.size, body_) ||
@@ -381,13 +377,9 @@ class ConnDecoder {
     touch(thread, epoch(r.ts));
     int32_t i = new_event(r, tid, EventKind::kRange, r.b);
     proc_.events_list[i].push_pop = false;
-    auto pending = pending_ends_.find(r.a);
-    if (pending != pending_ends_.end()) {
-      proc_.events_list[i].end_ns = pending->second.ts;
-      proc_.events_list[i].end_tid = pending->second.tid;
-      pending_ends_.erase(pending);
-    } else {
-      open_ranges_[r.a] = i;
+    if (std::optional<RangePairing::End> end = start_ends_.start(r.a, static_cast<uint32_t>(i))) {
+      proc_.events_list[i].end_ns = end->ts;
+      proc_.events_list[i].end_tid = end->tid;
     }
     return i;
   }
@@ -407,16 +399,12 @@ class ConnDecoder {
 
   void on_end(const wire::Record& r, uint32_t tid, ThreadState& thread) {
     touch(thread, epoch(r.ts));
-    auto open = open_ranges_.find(r.a);
-    if (open == open_ranges_.end()) {
-      // The start may sit in another thread's frame that was written later.
-      pending_ends_[r.a] = {epoch(r.ts), tid};
-      return;
+    // The start may sit in another thread's frame that was written later: it waits.
+    if (std::optional<uint32_t> open = start_ends_.end(r.a, epoch(r.ts), tid)) {
+      Event& e = proc_.events_list[*open];
+      e.end_ns = epoch(r.ts);
+      e.end_tid = tid;
     }
-    Event& e = proc_.events_list[open->second];
-    e.end_ns = epoch(r.ts);
-    e.end_tid = tid;
-    open_ranges_.erase(open);
   }
 
   void on_thread_record(const wire::Record& r, uint32_t tid, ThreadState& thread) {
@@ -463,7 +451,7 @@ class ConnDecoder {
         ++unterminated_;
       }
     }
-    for (auto& [id, i] : open_ranges_) {
+    for (const auto& [id, i] : start_ends_.open()) {
       Event& e = proc_.events_list[i];
       e.end_ns = std::max(e.start_ns, image_end());
       e.unterminated = true;
@@ -496,7 +484,7 @@ class ConnDecoder {
       proc_.end_ns = std::max(proc_.end_ns, image_end());
     }
     add_decode_warnings(conn_,
-                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pending_ends_.size(),
+                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, start_ends_.waiting_ends(),
                          unterminated_, unknown_strings_},
                         proc_);
   }
@@ -527,8 +515,7 @@ class ConnDecoder {
   std::unordered_map<uint16_t, uint32_t> domain_names_;
   std::unordered_map<uint64_t, uint32_t> category_names_;
   std::unordered_map<uint64_t, std::vector<int32_t>> stacks_;
-  std::unordered_map<uint64_t, int32_t> open_ranges_;
-  std::unordered_map<uint64_t, PendingEnd> pending_ends_;
+  RangePairing start_ends_;
   std::unordered_map<uint32_t, ThreadState> threads_;
   uint16_t last_domain_ = 0;
   int64_t first_ts_ = std::numeric_limits<int64_t>::max();

@@ -19,12 +19,18 @@
 #include "collector/gpu_decode.h"
 #include "collector/launch_table.h"
 #include "collector/op_message.h"
+#include "collector/range_pairing.h"
+#include "collector/stream_rows.h"
 #include "formats/outputs.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof {
 
 namespace {
+
+using stream::FirstUse;
+using stream::Rows;
+using stream::Stats;
 
 // Thrown inside a pass when the capture needs the full analysis.
 struct Refusal {
@@ -48,34 +54,6 @@ constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr const char* kStartEndOverlap = "a start/end range and a range or API call of its thread overlap";
 
 std::string stand_in_text(uint32_t id) { return "<string " + std::to_string(id) + ">"; }
-
-// Where a row was first added to. The full analysis adds a process's events in
-// (thread, start, longer first) order, ties in the order they were read, then its GPU
-// records by start time (section 1), ties likewise.
-struct FirstUse {
-  size_t process = std::numeric_limits<size_t>::max();
-  int section = 0;
-  uint32_t tid = 0;
-  int64_t start = 0;
-  int64_t neg_end = 0;
-  uint64_t seq = 0;
-  auto key() const { return std::tie(process, section, tid, start, neg_end, seq); }
-};
-
-// What one row of a pass adds up.
-struct Stats {
-  uint64_t calls = 0;
-  int64_t self_ns = 0;
-  int64_t total_ns = 0;
-  int64_t self_cuda_ns = 0;
-  int64_t cuda_total_ns = 0;
-  FirstUse first;
-  uint32_t mangled = 0;  // kernels: the string id of the first counted record's name
-
-  void add_use(const FirstUse& here) {
-    if (calls == 0 || here.key() < first.key()) first = here;
-  }
-};
 
 // What a string id names and the rows named by it.
 // A run may name many things (a step name per step): the rows of API calls and kernels,
@@ -259,7 +237,7 @@ class ConnPass {
     for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
     proc.warnings.insert(proc.warnings.end(), gpu_scratch_.warnings.begin(), gpu_scratch_.warnings.end());
     add_decode_warnings(conn_,
-                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pending_ends_.size(), unterminated_,
+                        {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pairing_.waiting_ends(), unterminated_,
                          unknown},
                         proc);
     if (unmatched_gpu_ > 0) {
@@ -277,17 +255,23 @@ class ConnPass {
   // counts as unknown, and the first event's is taken.
   Step process_span() const {
     int64_t first = first_ts_;
-    int64_t last = last_ts_;
+    int64_t last = image_end();
     if (gpu_decoder_.any()) {
       first = std::min(first, gpu_decoder_.first_ns());
       last = std::max(last, gpu_decoder_.last_ns());
     }
     if (first == 0) first = first_event_ts_;
-    if (conn_.bye && conn_.bye->mono_ns != 0) last = std::max(last, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
     Step s;
     s.start_ns = first;
     s.dur_ns = last - first;
     return s;
+  }
+
+  // The latest time of the threads' records, or the goodbye's when later (decode's
+  // image_end()).
+  int64_t image_end() const {
+    if (conn_.bye && conn_.bye->mono_ns != 0) return std::max(last_ts_, record_epoch_ns(conn_.hello, conn_.bye->mono_ns));
+    return last_ts_;
   }
 
   // Whether the image holds GPU records or device memory events (the table's CUDA columns).
@@ -717,14 +701,15 @@ class ConnPass {
     return locator_->step_of(start, t.cursor, /*restart=*/t.cursor == 0);
   }
 
-  // What a push and a mark share: the thread's clock moves on, and the domain,
-  // category and name the event uses are looked up as decode does. Returns the name's
-  // state, taken last since the other lookups may grow names_.
-  NameState& begin_event(const wire::Record& r, Thread& thread, int64_t ts) {
+  // What a push, a mark and a range's start share: the thread's clock moves on, and the
+  // domain, category (of the attribute `attr`) and name the event uses are looked up as
+  // decode does. Returns the name's state, taken last since the other lookups may grow
+  // names_.
+  NameState& begin_event(const wire::Record& r, Thread& thread, int64_t ts, uint64_t attr) {
     touch(thread, ts);
     first_event_ts_ = std::min(first_event_ts_, ts);
     use_domain(r.domain);
-    use_attr(r.domain, r.a);
+    use_attr(r.domain, attr);
     last_domain_ = r.domain;
     return use_name(r.name);
   }
@@ -738,7 +723,7 @@ class ConnPass {
     if (!thread.start_ends.empty()) [[unlikely]]
       settle(thread, tid, ts);
     thread.calls.clear();
-    NameState& n = begin_event(r, thread, ts);
+    NameState& n = begin_event(r, thread, ts, r.a);
     const uint64_t seq = thread.seq++;
     const int32_t step = step_of(thread, ts);
     const int32_t cand = steps_ == nullptr && maybe_marker(r.name, n) ? candidate(tid, seq, ts, r.name, r.domain, false) : -1;
@@ -775,7 +760,7 @@ class ConnPass {
 
   void mark(const wire::Record& r, uint32_t tid, Thread& thread) {
     const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
-    NameState& n = begin_event(r, thread, ts);
+    NameState& n = begin_event(r, thread, ts, r.a);
     const uint64_t seq = thread.seq++;
     if (steps_ == nullptr && maybe_marker(r.name, n)) candidate(tid, seq, ts, r.name, r.domain, true);
     ++events_;
@@ -808,16 +793,11 @@ class ConnPass {
 
   // ---- start/end ranges ----
 
-  // decode's pairing: an end read before its start waits for it; a start whose id is
-  // taken again is left as it is (ended where it started).
+  // Paired as decode pairs them (RangePairing); a start whose id is taken again is left
+  // as it is, ended where it started.
   void range_start(const wire::Record& r, uint32_t tid, Thread& thread) {
     const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
-    touch(thread, ts);
-    first_event_ts_ = std::min(first_event_ts_, ts);
-    use_domain(r.domain);
-    use_attr(r.domain, r.b);
-    last_domain_ = r.domain;
-    use_name(r.name);
+    begin_event(r, thread, ts, r.b);  // a start carries its range id in a, its attribute in b
     const uint64_t seq = thread.seq++;
     ++events_;
     if (known_start_ends_ != nullptr) {
@@ -834,13 +814,9 @@ class ConnPass {
     se.tid = se.end_tid = tid;
     se.id = r.name;
     se.domain = r.domain;
-    auto pending = pending_ends_.find(r.a);
-    if (pending != pending_ends_.end()) {
-      se.end = pending->second.first;
-      se.end_tid = pending->second.second;
-      pending_ends_.erase(pending);
-    } else {
-      open_ids_[r.a] = index;
+    if (std::optional<RangePairing::End> end = pairing_.start(r.a, index)) {
+      se.end = end->ts;
+      se.end_tid = end->tid;
     }
   }
 
@@ -848,29 +824,21 @@ class ConnPass {
     const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
     touch(thread, ts);
     if (known_start_ends_ != nullptr) return;
-    auto open = open_ids_.find(r.a);
-    if (open == open_ids_.end()) {
-      pending_ends_[r.a] = {ts, tid};  // its start may be in a frame read later
-      return;
+    if (std::optional<uint32_t> open = pairing_.end(r.a, ts, tid)) {
+      start_ends_[*open].end = ts;
+      start_ends_[*open].end_tid = tid;
     }
-    StartEnd& se = start_ends_[open->second];
-    se.end = ts;
-    se.end_tid = tid;
-    open_ids_.erase(open);
   }
 
   // First pass: ranges never ended end at the image's last timestamp, as decode ends
   // them; those named like a step marker are candidates.
   void finish_start_ends() {
-    const int64_t image_end = conn_.bye && conn_.bye->mono_ns != 0
-                                  ? std::max(last_ts_, record_epoch_ns(conn_.hello, conn_.bye->mono_ns))
-                                  : last_ts_;
-    for (const auto& [id, index] : open_ids_) {
+    for (const auto& [id, index] : pairing_.open()) {
       StartEnd& se = start_ends_[index];
-      se.end = std::max(se.start, image_end);
+      se.end = std::max(se.start, image_end());
       ++unterminated_;
     }
-    open_ids_.clear();
+    pairing_.clear_open();
     for (const StartEnd& se : start_ends_) {
       if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
       if (maybe_marker(se.id, name(se.id))) {
@@ -976,8 +944,7 @@ class ConnPass {
   const std::vector<StartEnd>* known_start_ends_;  // second pass: the first pass's
   size_t read_start_ends_ = 0;
   std::vector<StartEnd> start_ends_;                // first pass
-  std::unordered_map<uint64_t, uint32_t> open_ids_;  // by range id
-  std::unordered_map<uint64_t, std::pair<int64_t, uint32_t>> pending_ends_;  // by range id: time, thread
+  RangePairing pairing_;                            // first pass
   std::unique_ptr<StepLocator> locator_;
   std::vector<NameState> names_;
   std::vector<Stats> side_stats_;
@@ -1038,57 +1005,6 @@ class FrameSource {
   FrameScratch scratch_;
   std::vector<uint8_t> body_;
   std::vector<uint8_t> raw_;
-};
-
-struct Row {
-  OpStats stats;
-  FirstUse first;
-};
-
-// The rows of a run, keyed as the full analysis keys them (op_row_key()).
-class Rows {
- public:
-  void add(const char* kind, const std::string& name, const Stats& st, const std::string& mangled = {}) {
-    OpStats row;
-    row.name = name;
-    row.kind = kind;
-    add(std::move(row), st, mangled);
-  }
-
-  // `row` holds the row's name, kind, and for cpu_op rows its shapes and stack.
-  void add(OpStats row, const Stats& st, const std::string& mangled = {}) {
-    if (st.calls == 0) return;
-    auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
-    if (fresh) {
-      Row& r = rows_.emplace_back();
-      r.stats = std::move(row);
-      r.stats.mangled = mangled;
-      r.first = st.first;
-    }
-    Row& r = rows_[it->second];
-    r.stats.calls += st.calls;
-    r.stats.self_cpu_ns += st.self_ns;
-    r.stats.cpu_total_ns += st.total_ns;
-    r.stats.self_cuda_ns += st.self_cuda_ns;
-    r.stats.cuda_total_ns += st.cuda_total_ns;
-    if (st.first.key() < r.first.key()) {
-      r.first = st.first;
-      if (!mangled.empty()) r.stats.mangled = mangled;
-    }
-  }
-
-  // The rows in the order the full analysis first adds to them.
-  std::vector<OpStats> take() {
-    std::stable_sort(rows_.begin(), rows_.end(),
-                     [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
-    std::vector<OpStats> out;
-    for (Row& row : rows_) out.push_back(std::move(row.stats));
-    return out;
-  }
-
- private:
-  std::unordered_map<std::string, size_t> index_;
-  std::vector<Row> rows_;
 };
 
 // torch renames ProfilerStep#N to ProfilerStep* before grouping; so does analysis.
