@@ -1,4 +1,4 @@
-// The streamed table's API calls by correlation id (collector/stream_table.cpp): what
+// The streamed table's API calls by correlation id (collector/stream_pass_gpu.cpp): what
 // a GPU record needs of the call that launched it, held for the records read later.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Start/end ranges paired by their range id as a capture is read: decode's pairing,
 // shared by the full analysis (collector/decode.cpp) and the streamed table
-// (collector/stream_table.cpp) so that both pair the same starts with the same ends.
+// (collector/stream_pass_start_end.cpp) so that both pair the same starts with the same ends.
 #pragma once
 
 #include <cstdint>

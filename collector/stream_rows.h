@@ -1,4 +1,4 @@
-// What the streamed table (collector/stream_table.cpp) adds up per row, and how the
+// What the streamed table (collector/stream_table.h) adds up per row, and how the
 // rows of its passes merge into the table's, in the order the full analysis gives them.
 #pragma once
 
