@@ -124,19 +124,32 @@ class IndexRuns {
 // What each cycle of a process holds (its events, GPU records and memory events, in
 // list order), found in one pass, so that writing a cycle visits only its own; and the
 // per-event scratch the cycles' writers share (left all zero after each cycle).
+// A process of one cycle (no schedule, or one window) has its events read once, by the
+// writer, which skips those outside the cycle: a pass over the list that only indexed
+// them cost as much as a quarter of writing the trace.
 class CycleIndex {
  public:
-  explicit CycleIndex(const Process& proc) {
-    auto cycle_of = [&proc](int32_t step) { return step >= 0 ? proc.steps[step].cycle : -1; };
-    bool api_calls = false;
-    for (size_t i = 0; i < proc.events_list.size(); ++i) {
-      add(events_, cycle_of(proc.events_list[i].step), i);
-      api_calls = api_calls || is_cuda_api(proc.events_list[i].kind);
-    }
-    // Only API calls and GPU records look up the External id of their enclosing range.
-    if (api_calls || !proc.gpu_events.empty()) {
-      external_ids.assign(proc.events_list.size(), 0);
-      launches.assign(proc.events_list.size(), false);
+  explicit CycleIndex(const Process& proc) : proc_(proc) {
+    int cycles = 0;
+    for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
+    one_cycle_ = cycles == 1;
+    const size_t n = proc.events_list.size();
+    if (one_cycle_) {
+      // API calls are not known without reading the list: External ids are kept for
+      // every event (4 bytes each, while the trace is written).
+      external_ids.assign(n, 0);
+      if (!proc.gpu_events.empty()) launches.assign(n, false);
+    } else {
+      bool api_calls = false;
+      for (size_t i = 0; i < n; ++i) {
+        add(events_, cycle_of(proc.events_list[i].step), i);
+        api_calls = api_calls || is_cuda_api(proc.events_list[i].kind);
+      }
+      // Only API calls and GPU records look up the External id of their enclosing range.
+      if (api_calls || !proc.gpu_events.empty()) {
+        external_ids.assign(n, 0);
+        launches.assign(n, false);
+      }
     }
     for (size_t i = 0; i < proc.gpu_events.size(); ++i) add(gpu_, cycle_of(proc.gpu_events[i].step), i);
     for (size_t i = 0; i < proc.memory_events.size(); ++i) add(memory_, cycle_of(proc.memory_events[i].step), i);
@@ -156,12 +169,25 @@ class CycleIndex {
     return cycle >= 0 && static_cast<size_t>(cycle) < spans_.size() ? spans_[static_cast<size_t>(cycle)] : CycleSpan{};
   }
 
-  const IndexRuns& events(int cycle) const { return of(events_, cycle); }
+  // Calls fn(i) for each event of `cycle`, in list order.
+  template <typename Fn>
+  void for_each_event(int cycle, Fn&& fn) const {
+    if (!one_cycle_) {
+      for (uint32_t i : of(events_, cycle)) fn(i);
+      return;
+    }
+    for (size_t i = 0; i < proc_.events_list.size(); ++i) {
+      if (cycle_of(proc_.events_list[i].step) == cycle) fn(static_cast<uint32_t>(i));
+    }
+  }
+  // Whether an event's External id must be cleared after its cycle: another cycle's
+  // writer reads the list.
+  bool shared() const { return !one_cycle_; }
   const IndexRuns& gpu(int cycle) const { return of(gpu_, cycle); }
   const IndexRuns& memory(int cycle) const { return of(memory_, cycle); }
   const IndexRuns& steps(int cycle) const { return of(steps_, cycle); }
 
-  std::vector<uint64_t> external_ids;  // per event index: the External id written for it
+  std::vector<uint32_t> external_ids;  // per event index: the External id written for it
                                        // (empty when nothing looks them up)
   std::vector<bool> launches;          // per event index: an API call with GPU work in the cycle
   std::unordered_map<uint64_t, uint32_t> api_tids;  // correlation id → calling thread
@@ -182,6 +208,8 @@ class CycleIndex {
   }
 
  private:
+  int cycle_of(int32_t step) const { return step >= 0 ? proc_.steps[static_cast<size_t>(step)].cycle : -1; }
+
   using Lists = std::vector<IndexRuns>;
   static void add(Lists& lists, int cycle, size_t i) {
     if (cycle < 0) return;
@@ -192,6 +220,8 @@ class CycleIndex {
     return cycle >= 0 && static_cast<size_t>(cycle) < lists.size() ? lists[static_cast<size_t>(cycle)] : none_;
   }
   static constexpr size_t kPrefixes = 1024;  // power of two
+  const Process& proc_;
+  bool one_cycle_ = false;
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   Lists events_, gpu_, memory_, steps_;
   std::vector<CycleSpan> spans_;
@@ -210,7 +240,7 @@ class TraceWriter {
     header();
     bool first = true;
     mark_launchers(true);
-    for (uint32_t i : index_.events(cycle_)) {
+    index_.for_each_event(cycle_, [&](uint32_t i) {
       const Event& e = proc_.events_list[i];
       begin_event(first);
       if (e.kind == EventKind::kMark) {
@@ -219,13 +249,13 @@ class TraceWriter {
         api_call(first, i);
       } else {
         range(e);
-        if (!index_.external_ids.empty()) index_.external_ids[i] = external_id_;
+        if (!index_.external_ids.empty()) index_.external_ids[i] = static_cast<uint32_t>(external_id_);
       }
-    }
+    });
     gpu_events(first);
     mark_launchers(false);
-    if (!index_.external_ids.empty()) {
-      for (uint32_t i : index_.events(cycle_)) index_.external_ids[i] = 0;
+    if (!index_.external_ids.empty() && index_.shared()) {
+      index_.for_each_event(cycle_, [&](uint32_t i) { index_.external_ids[i] = 0; });
     }
     for (uint32_t k : index_.steps(cycle_)) {
       const Step& s = proc_.steps[k];
@@ -296,7 +326,7 @@ class TraceWriter {
     out_ += ", \"correlation\": ";
     json::append_uint(out_, e.correlation);
     out_ += "}}";
-    if (index_.launches[i]) {
+    if (!index_.launches.empty() && index_.launches[i]) {
       begin_value(first);
       kineto::append_flow(out_, /*start=*/true, e.correlation, proc_.pid, e.tid, e.start_ns, base_);
     }
