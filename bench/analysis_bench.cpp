@@ -1,7 +1,9 @@
 // The analysis side, in process and phase by phase, on a saved capture: decode,
 // analyse (nesting, steps, aggregates), the key_averages-style table, the Kineto
 // traces and summary.json, each timed; then events/s for capture -> table and
-// capture -> Kineto JSON, and the peak RSS of the whole analysis.
+// capture -> Kineto JSON, and the peak RSS of the whole analysis. Beside the traces,
+// the time to write as many bytes of text and nothing else: the ceiling any trace
+// writer has on the machine.
 //
 //   analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces | --streamed]
 //
@@ -50,6 +52,25 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
+// Process CPU time (user and system) to write `bytes` of constant JSON-like text to
+// `path` as the trace writer hands them on (fwrite, 1 MiB at a time), closed and
+// removed again.
+double write_floor_s(const std::filesystem::path& path, double bytes) {
+  std::string block(1 << 20, ' ');
+  for (size_t i = 63; i < block.size(); i += 64) block[i] = '\n';
+  auto t0 = Clock::now();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return 0;
+  for (double left = bytes; left > 0; left -= static_cast<double>(block.size())) {
+    const size_t n = left < static_cast<double>(block.size()) ? static_cast<size_t>(left) : block.size();
+    if (std::fwrite(block.data(), 1, n, f) != n) break;
+  }
+  std::fclose(f);
+  const double s = seconds_since(t0);
+  std::filesystem::remove(path);
+  return s;
+}
+
 int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   namespace fs = std::filesystem;
   std::string capture = fs::is_directory(input) ? (fs::path(input) / "capture.tprof").string() : input;
@@ -78,6 +99,7 @@ int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   }
   std::string summary = torchprof::render_summary_json(run, trace_paths, out_dir);
   double summary_s = seconds_since(t0);
+  const double floor_s = traces_too ? write_floor_s(fs::path(out_dir) / "write_floor.tmp", trace_bytes) : 0;
 
   double events = 0;
   for (const auto& p : run.processes) events += static_cast<double>(p.events_list.size() + p.gpu_events.size());
@@ -96,7 +118,13 @@ int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   figure("to_table_us_per_event", (front + table_s) / events * 1e6, "us/event");
   if (traces_too) figure("to_kineto_events_per_s", events / (front + kineto_s), "events/s");
   figure("capture_bytes_per_event", capture_bytes / events, "B/event");
-  if (traces_too) figure("kineto_bytes_per_event", trace_bytes / events, "B/event");
+  if (traces_too) {
+    figure("kineto_bytes_per_event", trace_bytes / events, "B/event");
+    // What writing the traces' bytes costs by itself here, formatted by nobody: no
+    // trace writer on this machine gets past this rate.
+    figure("write_floor_s", floor_s, "s");
+    figure("write_floor_events_per_s", events / floor_s, "events/s");
+  }
   figure("peak_rss", peak_rss_mib(), "MiB");
   figure("peak_rss_per_event", peak_rss_mib() * 1048576.0 / events, "B/event");
   return 0;
