@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "collector/analysis.h"
@@ -60,7 +61,7 @@ double write_floor_s(const std::filesystem::path& path, double bytes) {
   for (size_t i = 63; i < block.size(); i += 64) block[i] = '\n';
   auto t0 = Clock::now();
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return 0;
+  if (f == nullptr) throw std::runtime_error("cannot write " + path.string());
   for (double left = bytes; left > 0; left -= static_cast<double>(block.size())) {
     const size_t n = left < static_cast<double>(block.size()) ? static_cast<size_t>(left) : block.size();
     if (std::fwrite(block.data(), 1, n, f) != n) break;

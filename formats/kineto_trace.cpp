@@ -123,16 +123,16 @@ class IndexRuns {
 
 // What each cycle of a process holds (its events, GPU records and memory events, in
 // list order), found in one pass, so that writing a cycle visits only its own; and the
-// per-event scratch the cycles' writers share (left all zero after each cycle).
+// per-event scratch the cycles' writers share (left all zero after each cycle when
+// there are several).
 // A process of one cycle (no schedule, or one window) has its events read once, by the
 // writer, which skips those outside the cycle: a pass over the list that only indexed
 // them cost as much as a quarter of writing the trace.
 class CycleIndex {
  public:
   explicit CycleIndex(const Process& proc) : proc_(proc) {
-    int cycles = 0;
-    for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
-    one_cycle_ = cycles == 1;
+    for (const Step& s : proc.steps) cycles_ = std::max(cycles_, s.cycle + 1);
+    one_cycle_ = cycles_ == 1;
     const size_t n = proc.events_list.size();
     if (one_cycle_) {
       // API calls are not known without reading the list: External ids are kept for
@@ -168,6 +168,9 @@ class CycleIndex {
   CycleSpan span(int cycle) const {
     return cycle >= 0 && static_cast<size_t>(cycle) < spans_.size() ? spans_[static_cast<size_t>(cycle)] : CycleSpan{};
   }
+
+  // How many cycles the process's steps make.
+  int cycles() const { return cycles_; }
 
   // Calls fn(i) for each event of `cycle`, in list order.
   template <typename Fn>
@@ -221,6 +224,7 @@ class CycleIndex {
   }
   static constexpr size_t kPrefixes = 1024;  // power of two
   const Process& proc_;
+  int cycles_ = 0;
   bool one_cycle_ = false;
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   Lists events_, gpu_, memory_, steps_;
@@ -699,11 +703,9 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
   const char* suffix = options.gzip ? ".pt.trace.json.gz" : ".pt.trace.json";
   for (const Process& proc : run.processes) {
     if (proc.events_list.empty()) continue;
-    int cycles = 0;
-    for (const Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
     const std::string worker = trace_worker_name(run, proc, options.worker_name);
     CycleIndex index(proc);
-    for (int cycle = 0; cycle < cycles; ++cycle) {
+    for (int cycle = 0; cycle < index.cycles(); ++cycle) {
       int64_t unix_ns = index.span(cycle).end;
       std::string path;
       // Never overwrite: bump the time stamp until the name is free.
