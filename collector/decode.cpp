@@ -7,6 +7,7 @@
 #include "collector/op_message.h"
 #include "collector/range_pairing.h"
 
+#include <sys/mman.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -58,6 +59,20 @@ struct AppendOrder {
   std::unordered_map<uint32_t, uint64_t> per_thread;  // events per thread
 };
 
+// Asks the kernel to back the vector's unused capacity with huge pages (2 MiB, where
+// transparent huge pages are enabled for madvise): a list of events is written once,
+// front to back, and faulting it in 4 KiB at a time costs a page fault every few dozen
+// events. Capacity under 2 MiB is left as it is.
+template <typename T>
+void advise_huge_pages(std::vector<T>& v) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto from = reinterpret_cast<uintptr_t>(v.data() + v.size());
+  const auto to = reinterpret_cast<uintptr_t>(v.data() + v.capacity());
+  const uintptr_t first = (from + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = to & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 // Turns one connection's frames into events of `proc`.
 class ConnDecoder {
  public:
@@ -86,6 +101,7 @@ class ConnDecoder {
     uint64_t slots = 0;
     for (const FrameRef& ref : conn_.frames) slots += ref.slots;
     proc_.events_list.reserve(proc_.events_list.size() + slots / 2);
+    advise_huge_pages(proc_.events_list);
     wire::FrameHeader fh{};
     for (const FrameRef& ref : conn_.frames) {
       if (load(ref, fh)) build_events(fh);
