@@ -61,7 +61,6 @@ size_t nest_thread(std::vector<Event>& events, size_t begin, Span& span, bool& s
     }
     e.parent = -1;
     e.self_ns = 0;
-    e.self_cuda_ns = e.cuda_total_ns = 0;  // attribute_gpu() adds them up
     // A start/end range that ends on another thread is not an interval of this
     // thread: it neither holds nor is held by the thread's ranges.
     if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) {
@@ -377,8 +376,9 @@ void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) 
     ++op.calls;
     op.self_cpu_ns += e.self_ns;
     op.cpu_total_ns += e.dur_ns();
-    op.self_cuda_ns += e.self_cuda_ns;
-    op.cuda_total_ns += e.cuda_total_ns;
+    const CudaTime cuda = proc.cuda_time(e);
+    op.self_cuda_ns += cuda.self_ns;
+    op.cuda_total_ns += cuda.total_ns;
   }
 }
 

@@ -28,11 +28,9 @@ int32_t enclosing_range(const std::vector<Event>& ev, int32_t i) {
   return -1;
 }
 
-// Also clears the GPU times of every event (one pass over the list for both).
-std::unordered_map<uint64_t, int32_t> api_by_correlation(std::vector<Event>& ev) {
+std::unordered_map<uint64_t, int32_t> api_by_correlation(const std::vector<Event>& ev) {
   std::unordered_map<uint64_t, int32_t> by_corr;
   for (size_t i = 0; i < ev.size(); ++i) {
-    ev[i].self_cuda_ns = ev[i].cuda_total_ns = 0;
     if (is_cuda_api(ev[i].kind) && ev[i].correlation != 0) {
       by_corr.emplace(ev[i].correlation, static_cast<int32_t>(i));
     }
@@ -63,9 +61,11 @@ void attribute_memory(Process& proc, const std::unordered_map<uint64_t, int32_t>
 }  // namespace
 
 void attribute_gpu(Process& proc) {
-  std::vector<Event>& ev = proc.events_list;
-  // compute_nesting() cleared the GPU times of every event.
+  const std::vector<Event>& ev = proc.events_list;
+  proc.cuda_times.clear();
   if (proc.gpu_events.empty() && proc.memory_events.empty()) return;
+  proc.cuda_times.assign(ev.size(), CudaTime{});
+  std::vector<CudaTime>& cuda = proc.cuda_times;
   const auto by_corr = api_by_correlation(ev);
   uint64_t unmatched = 0;
   for (GpuEvent& g : proc.gpu_events) {
@@ -82,9 +82,9 @@ void attribute_gpu(Process& proc) {
     }
     if (g.kind == GpuKind::kSync || g.range < 0) continue;
     const int64_t dur = g.dur_ns();
-    ev[g.range].self_cuda_ns += dur;
+    cuda[static_cast<size_t>(g.range)].self_ns += dur;
     for (int32_t r = g.range; r >= 0; r = ev[r].parent) {
-      if (ev[r].kind == EventKind::kRange) ev[r].cuda_total_ns += dur;
+      if (ev[r].kind == EventKind::kRange) cuda[static_cast<size_t>(r)].total_ns += dur;
     }
   }
   if (unmatched > 0) {

@@ -16,8 +16,8 @@
 namespace torchprof {
 
 // Needs compute_nesting() and compute_steps() first. Fills GpuEvent::api/range/step,
-// Event::self_cuda_ns/cuda_total_ns of ranges, MemoryEvent::live_bytes/step, and
-// counts unmatched records in the process's warnings.
+// Process::cuda_times (ranges' Self CUDA and CUDA total), MemoryEvent::live_bytes/step,
+// and counts unmatched records in the process's warnings.
 void attribute_gpu(Process& proc);
 
 // Total length of the union of [start, end) intervals.

@@ -52,31 +52,41 @@ struct Event {
   int64_t start_ns = 0;
   int64_t end_ns = 0;        // == start_ns for marks
   int64_t self_ns = 0;       // duration minus direct children's durations
-  // GPU time as torch attributes it (ranges only): Self CUDA = GPU records launched by
-  // API calls whose innermost enclosing range is this one; CUDA total adds the
-  // children's totals. API calls keep 0, as torch shows cudaLaunchKernel.
-  int64_t self_cuda_ns = 0;
-  int64_t cuda_total_ns = 0;
-  uint64_t payload = 0;      // raw bits
-  // CUDA API calls (kCudaRuntime/kCudaDriver): the call an API record names.
-  uint64_t correlation = 0;  // CUPTI correlation id, ties GPU records to this call
+  // A field of ranges and marks shares its bytes with one of CUDA API calls (an event
+  // is never both).
+  union {
+    uint64_t payload = 0;    // ranges and marks: the NVTX payload's raw bits
+    uint64_t correlation;    // CUDA API calls: CUPTI correlation id, ties GPU records to this call
+  };
   Name domain;               // "" for NVTX's default domain
   Name category_name;
+  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
+  // range is a cpu_op named op->name. Owned by the Process (op_infos).
+  const OpInfo* op = nullptr;
   uint32_t tid = 0;          // thread the range started on
   uint32_t end_tid = 0;      // thread it ended on (start/end ranges may differ)
-  uint32_t category = 0;
+  union {
+    uint32_t category = 0;   // ranges and marks: NVTX category
+    uint32_t cbid;           // CUDA API calls: CUPTI callback id
+  };
   int32_t parent = -1;       // index of the enclosing event on the same thread
   int32_t step = -1;         // index into Process::steps, -1 outside any step
-  uint16_t cbid = 0;
   EventKind kind = EventKind::kRange;
   uint8_t payload_type = 0;  // wire::PayloadType
   bool push_pop = true;      // false for start/end ranges
   bool unterminated = false; // never popped/ended: closed at the thread's last event
-  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
-  // range is a cpu_op named op->name. Owned by the Process (op_infos).
-  const OpInfo* op = nullptr;
 
   int64_t dur_ns() const { return end_ns - start_ns; }
+};
+static_assert(sizeof(Event) <= 88, "Event is most of the analysis's memory: keep it packed");
+// GPU times live in Process::cuda_times, made only for processes with GPU records.
+
+// GPU time of a range as torch attributes it: Self CUDA = GPU records launched by API
+// calls whose innermost enclosing range is this one; CUDA total adds the children's
+// totals. API calls keep 0, as torch shows cudaLaunchKernel.
+struct CudaTime {
+  int64_t self_ns = 0;
+  int64_t total_ns = 0;
 };
 
 enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
@@ -194,6 +204,9 @@ struct Process {
   int64_t end_ns = 0;         // last event or exit
   std::vector<ThreadInfo> threads;
   std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
+  // Per event of events_list, filled by attribute_gpu(); empty when the process has no
+  // GPU or memory records (cuda_time() then gives 0).
+  std::vector<CudaTime> cuda_times;
   std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op points to
   std::vector<Step> steps;
   std::vector<std::string> warnings;
@@ -204,6 +217,10 @@ struct Process {
   std::vector<ProfilerToggle> profiler_toggles;  // in time order
   std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
   uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
+
+  CudaTime cuda_time(const Event& e) const {
+    return cuda_times.empty() ? CudaTime{} : cuda_times[static_cast<size_t>(&e - events_list.data())];
+  }
 };
 
 struct OpStats {

@@ -150,12 +150,12 @@ TEST_CASE("gpu analysis: Self CUDA and CUDA total of nested ranges, as torch") {
   const Event* train = events_named(p, "train").at(0);
   auto inners = events_named(p, "inner");
   REQUIRE(inners.size() == 2);
-  CHECK(train->self_cuda_ns == 4000 + 500 + 1000);  // matmul + the graph's two kernels
-  CHECK(train->cuda_total_ns == 5500 + 2000);
-  CHECK(inners[0]->self_cuda_ns == 1000);  // relu
-  CHECK(inners[0]->cuda_total_ns == 2000);
-  CHECK(inners[1]->self_cuda_ns == 1000);  // the copy
-  CHECK(inners[1]->cuda_total_ns == 1000);
+  CHECK(p.cuda_time(*train).self_ns == 4000 + 500 + 1000);  // matmul + the graph's two kernels
+  CHECK(p.cuda_time(*train).total_ns == 5500 + 2000);
+  CHECK(p.cuda_time(*inners[0]).self_ns == 1000);  // relu
+  CHECK(p.cuda_time(*inners[0]).total_ns == 2000);
+  CHECK(p.cuda_time(*inners[1]).self_ns == 1000);  // the copy
+  CHECK(p.cuda_time(*inners[1]).total_ns == 1000);
   // API calls are CPU children of their range.
   CHECK(train->self_ns == 19000 - 7000 - 500 - 300 - 4 * 100);
   CHECK(inners[0]->self_ns == 7000 - 400 - 3000);
