@@ -218,9 +218,8 @@ void GpuDecoder::notice(const std::string& text) {
 namespace {
 
 // Sorts `v` by `key`, keeping the order of equal keys, and moves each element at most
-// twice, in place: records arrive mostly in time order, a GpuEvent is ~150 bytes, and a
-// merge sort would move every one of them at each of its levels, through a buffer of
-// half the list.
+// twice, in place: a GpuEvent is ~150 bytes, and a merge sort would move every one of
+// them at each of its levels, through a buffer of half the list.
 template <typename T, typename Key>
 void stable_sort_by(std::vector<T>& v, Key key) {
   if (std::is_sorted(v.begin(), v.end(), [&](const T& x, const T& y) { return key(x) < key(y); })) return;

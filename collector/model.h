@@ -79,7 +79,6 @@ struct Event {
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
 static_assert(sizeof(Event) <= 88, "Event is most of the analysis's memory: keep it packed");
-// GPU times live in Process::cuda_times, made only for processes with GPU records.
 
 // GPU time of a range as torch attributes it: Self CUDA = GPU records launched by API
 // calls whose innermost enclosing range is this one; CUDA total adds the children's
@@ -205,7 +204,8 @@ struct Process {
   std::vector<ThreadInfo> threads;
   std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
   // Per event of events_list, filled by attribute_gpu(); empty when the process has no
-  // GPU or memory records (cuda_time() then gives 0).
+  // GPU or memory records (cuda_time() then gives 0). Kept out of Event, which most
+  // processes' events would carry unused.
   std::vector<CudaTime> cuda_times;
   std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op points to
   std::vector<Step> steps;
@@ -218,6 +218,7 @@ struct Process {
   std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
   uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
 
+  // `e` is an element of events_list.
   CudaTime cuda_time(const Event& e) const {
     return cuda_times.empty() ? CudaTime{} : cuda_times[static_cast<size_t>(&e - events_list.data())];
   }
