@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "collector/gpu_analysis.h"
+#include "collector/permutation.h"
 #include "formats/outputs.h"
 
 namespace torchprof {
@@ -243,27 +244,7 @@ void sort_events(std::vector<Event>& events) {
     }
     begin = end;
   }
-  // order[j] is the index of the event that belongs at j: follow each cycle once.
-  constexpr uint32_t kPlaced = ~uint32_t{0};
-  for (uint32_t i = 0; i < order.size(); ++i) {
-    if (order[i] == kPlaced) continue;
-    if (order[i] == i) {
-      order[i] = kPlaced;
-      continue;
-    }
-    Event held = std::move(events[i]);
-    uint32_t j = i;
-    while (true) {
-      const uint32_t from = order[j];
-      order[j] = kPlaced;
-      if (from == i) {
-        events[j] = std::move(held);
-        break;
-      }
-      events[j] = std::move(events[from]);
-      j = from;
-    }
-  }
+  apply_order(events, order);
 }
 
 void compute_nesting(Process& proc) {

@@ -206,11 +206,16 @@ std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep
   return usage_of(records, recorded_steps_window(proc));
 }
 
-std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc) {
+std::vector<std::vector<const GpuEvent*>> gpu_records_per_step(const Process& proc) {
   std::vector<std::vector<const GpuEvent*>> by_step(proc.steps.size());
   for (const GpuEvent& g : proc.gpu_events) {
     if (g.step >= 0 && static_cast<size_t>(g.step) < by_step.size()) by_step[g.step].push_back(&g);
   }
+  return by_step;
+}
+
+std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc) {
+  const std::vector<std::vector<const GpuEvent*>> by_step = gpu_records_per_step(proc);
   const StepsWindow window = recorded_steps_window(proc);
   std::vector<std::vector<DeviceUsage>> out;
   out.reserve(by_step.size());

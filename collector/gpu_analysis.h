@@ -54,6 +54,8 @@ using GpuFilter = std::function<bool(const GpuEvent&)>;
 std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep);
 // device_usage() of each step's own records (GpuEvent::step == k), for all steps in one pass.
 std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc);
+// Each step's GPU records (GpuEvent::step == k), in list order, found in one pass.
+std::vector<std::vector<const GpuEvent*>> gpu_records_per_step(const Process& proc);
 
 // GPU records that belong to a recorded step (the set ops and traces report).
 bool in_recorded_step(const Process& proc, const GpuEvent& g);

@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include "collector/permutation.h"
 
 namespace torchprof {
 
@@ -223,30 +224,13 @@ namespace {
 template <typename T, typename Key>
 void stable_sort_by(std::vector<T>& v, Key key) {
   if (std::is_sorted(v.begin(), v.end(), [&](const T& x, const T& y) { return key(x) < key(y); })) return;
-  std::vector<std::pair<int64_t, size_t>> order(v.size());
-  for (size_t i = 0; i < v.size(); ++i) order[i] = {key(v[i]), i};
-  std::sort(order.begin(), order.end());  // equal keys stay in index order
-  // Position i takes the element at order[i].second: follow each cycle of that
-  // permutation once, marking the positions filled.
-  constexpr size_t kFilled = std::numeric_limits<size_t>::max();
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (order[i].second == kFilled) continue;
-    if (order[i].second == i) {
-      order[i].second = kFilled;
-      continue;
-    }
-    T held = std::move(v[i]);
-    size_t j = i;
-    for (;;) {
-      const size_t from = std::exchange(order[j].second, kFilled);
-      if (from == i) {
-        v[j] = std::move(held);
-        break;
-      }
-      v[j] = std::move(v[from]);
-      j = from;
-    }
-  }
+  std::vector<std::pair<int64_t, uint32_t>> keyed(v.size());
+  for (uint32_t i = 0; i < keyed.size(); ++i) keyed[i] = {key(v[i]), i};
+  std::sort(keyed.begin(), keyed.end());  // equal keys stay in index order
+  std::vector<uint32_t> order(keyed.size());
+  for (size_t j = 0; j < keyed.size(); ++j) order[j] = keyed[j].second;
+  keyed = {};
+  apply_order(v, order);
 }
 
 }  // namespace

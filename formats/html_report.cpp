@@ -235,25 +235,14 @@ Json gpu_steps_json(const Run& run) {
   Json out = Json::array();
   for (const Process& p : run.processes) {
     if (p.gpu_events.empty()) continue;
-    // The records of each step, in list order: first[k]..first[k + 1] in `of_step`.
-    std::vector<uint32_t> first(p.steps.size() + 1, 0);
-    for (const GpuEvent& g : p.gpu_events) {
-      if (g.step >= 0 && g.kind != GpuKind::kSync) ++first[static_cast<size_t>(g.step) + 1];
-    }
-    for (size_t k = 0; k < p.steps.size(); ++k) first[k + 1] += first[k];
-    std::vector<uint32_t> of_step(first.back());
-    std::vector<uint32_t> next(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < p.gpu_events.size(); ++i) {
-      const GpuEvent& g = p.gpu_events[i];
-      if (g.step < 0 || g.kind == GpuKind::kSync) continue;
-      of_step[next[static_cast<size_t>(g.step)]++] = static_cast<uint32_t>(i);
-    }
+    const std::vector<std::vector<const GpuEvent*>> by_step = gpu_records_per_step(p);
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
       std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels;
       std::map<uint32_t, std::pair<int64_t, int64_t>> window;
-      for (uint32_t j = first[k]; j < first[k + 1]; ++j) {
-        const GpuEvent& g = p.gpu_events[of_step[j]];
+      for (const GpuEvent* record : by_step[k]) {
+        const GpuEvent& g = *record;
+        if (g.kind == GpuKind::kSync) continue;
         auto [it, fresh] = window.try_emplace(g.device, s.start_ns, s.start_ns + s.dur_ns);
         it->second.first = std::min(it->second.first, g.start_ns);
         it->second.second = std::max(it->second.second, g.end_ns);

@@ -132,9 +132,8 @@ class CycleIndex {
  public:
   explicit CycleIndex(const Process& proc) : proc_(proc) {
     for (const Step& s : proc.steps) cycles_ = std::max(cycles_, s.cycle + 1);
-    one_cycle_ = cycles_ == 1;
     const size_t n = proc.events_list.size();
-    if (one_cycle_) {
+    if (one_cycle()) {
       // API calls are not known without reading the list: External ids are kept for
       // every event (4 bytes each, while the trace is written).
       external_ids.assign(n, 0);
@@ -175,7 +174,7 @@ class CycleIndex {
   // Calls fn(i) for each event of `cycle`, in list order.
   template <typename Fn>
   void for_each_event(int cycle, Fn&& fn) const {
-    if (!one_cycle_) {
+    if (!one_cycle()) {
       for (uint32_t i : of(events_, cycle)) fn(i);
       return;
     }
@@ -185,7 +184,7 @@ class CycleIndex {
   }
   // Whether an event's External id must be cleared after its cycle: another cycle's
   // writer reads the list.
-  bool shared() const { return !one_cycle_; }
+  bool shared() const { return !one_cycle(); }
   const IndexRuns& gpu(int cycle) const { return of(gpu_, cycle); }
   const IndexRuns& memory(int cycle) const { return of(memory_, cycle); }
   const IndexRuns& steps(int cycle) const { return of(steps_, cycle); }
@@ -211,6 +210,7 @@ class CycleIndex {
   }
 
  private:
+  bool one_cycle() const { return cycles_ == 1; }
   int cycle_of(int32_t step) const { return step >= 0 ? proc_.steps[static_cast<size_t>(step)].cycle : -1; }
 
   using Lists = std::vector<IndexRuns>;
@@ -225,7 +225,6 @@ class CycleIndex {
   static constexpr size_t kPrefixes = 1024;  // power of two
   const Process& proc_;
   int cycles_ = 0;
-  bool one_cycle_ = false;
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   Lists events_, gpu_, memory_, steps_;
   std::vector<CycleSpan> spans_;
