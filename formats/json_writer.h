@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace torchprof::json {
 
@@ -62,7 +63,20 @@ void append_double(std::string& out, double v);  // shortest form that reads bac
 // the owner hands view() on in large blocks and clear()s it.
 class Buffer {
  public:
-  explicit Buffer(size_t capacity = 1 << 16) { grow_to(capacity); }
+  explicit Buffer(size_t capacity = 1 << 16) {
+    if (capacity > 0) grow_to(capacity);
+  }
+  Buffer(Buffer&& other) noexcept { swap(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    Buffer gone(std::move(other));
+    swap(gone);
+    return *this;
+  }
+  void swap(Buffer& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+  }
 
   // Room for `n` more bytes: write up to n bytes at the pointer, then commit(end).
   char* reserve(size_t n) {
@@ -89,6 +103,7 @@ class Buffer {
   }
 
   size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
   void clear() { size_ = 0; }
   std::string_view view() const { return {data_.get(), size_}; }
 

@@ -17,6 +17,7 @@
 #include "formats/json_writer.h"
 #include "formats/kineto_gpu.h"
 #include "formats/wire/wire.h"
+#include "formats/write_behind.h"
 
 namespace torchprof {
 
@@ -25,9 +26,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kFlushBytes = 1 << 20;
+constexpr size_t kBlockBytes = kFlushBytes + (64 << 10);  // a block is handed on once it passes kFlushBytes
 constexpr const char* kStepPrefix = "ProfilerStep#";
 
-class FileSink : public TraceSink {
+class FileSink : public OutputFile {
  public:
   explicit FileSink(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
     if (!file_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
@@ -38,7 +40,7 @@ class FileSink : public TraceSink {
   void write(std::string_view bytes) override {
     if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) fail();
   }
-  void close() {
+  void close() override {
     std::FILE* f = std::exchange(file_, nullptr);
     if (std::fclose(f) != 0) fail();
   }
@@ -49,7 +51,7 @@ class FileSink : public TraceSink {
   std::FILE* file_;
 };
 
-class GzipSink : public TraceSink {
+class GzipSink : public OutputFile {
  public:
   // Level 3: most of level 6's ratio on JSON at several times its speed.
   explicit GzipSink(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "wb3")) {
@@ -64,7 +66,7 @@ class GzipSink : public TraceSink {
       throw std::runtime_error("cannot write " + path_);
     }
   }
-  void close() {
+  void close() override {
     gzFile f = std::exchange(file_, nullptr);
     if (gzclose(f) != Z_OK) throw std::runtime_error("cannot write " + path_);
   }
@@ -72,6 +74,22 @@ class GzipSink : public TraceSink {
  private:
   std::string path_;
   gzFile file_;
+};
+
+// A trace's bytes handed to the writing thread block by block.
+class BehindSink : public TraceSink {
+ public:
+  BehindSink(WriteBehind& behind, std::shared_ptr<OutputFile> file) : behind_(behind), file_(std::move(file)) {}
+  void write(std::string_view bytes) override {
+    json::Buffer block(bytes.size());
+    block += bytes;
+    take(block);
+  }
+  void take(json::Buffer& block) override { behind_.write(file_, block); }
+
+ private:
+  WriteBehind& behind_;
+  std::shared_ptr<OutputFile> file_;
 };
 
 std::string basename_of(const std::string& path) {
@@ -276,10 +294,7 @@ class TraceWriter {
 
  private:
   void flush(bool force) {
-    if (force || out_.size() >= kFlushBytes) {
-      sink_.write(out_.view());
-      out_.clear();
-    }
+    if (force || out_.size() >= kFlushBytes) sink_.take(out_);
   }
 
   void begin_event(bool& first) {
@@ -664,7 +679,7 @@ class TraceWriter {
   CycleSpan span_;
   int64_t base_ = 0;
   std::string process_name_;
-  json::Buffer out_{kFlushBytes + (64 << 10)};  // filled to kFlushBytes, then handed on
+  json::Buffer out_{kBlockBytes};  // filled to kFlushBytes, then handed on
   uint64_t external_id_ = 0;
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
 };
@@ -700,6 +715,7 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
   std::set<std::string> used;
   fs::create_directories(options.dir);
   const char* suffix = options.gzip ? ".pt.trace.json.gz" : ".pt.trace.json";
+  WriteBehind behind(4, kBlockBytes);
   for (const Process& proc : run.processes) {
     if (proc.events_list.empty()) continue;
     const std::string worker = trace_worker_name(run, proc, options.worker_name);
@@ -712,18 +728,19 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
         path = (fs::path(options.dir) / (worker + "." + std::to_string(unix_ns++) + suffix)).string();
       } while (used.count(path) || fs::exists(path));
       used.insert(path);
+      std::shared_ptr<OutputFile> file;
       if (options.gzip) {
-        GzipSink sink(path);
-        TraceWriter(run, proc, cycle, index, sink).write(path);
-        sink.close();
+        file = std::make_shared<GzipSink>(path);
       } else {
-        FileSink sink(path);
-        TraceWriter(run, proc, cycle, index, sink).write(path);
-        sink.close();
+        file = std::make_shared<FileSink>(path);
       }
+      BehindSink sink(behind, file);
+      TraceWriter(run, proc, cycle, index, sink).write(path);
+      behind.close(file);
       files.push_back({proc.pid, cycle, path});
     }
   }
+  behind.finish();
   return files;
 }
 

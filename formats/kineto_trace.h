@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collector/model.h"
+#include "formats/json_writer.h"
 
 namespace torchprof {
 
@@ -15,6 +16,12 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void write(std::string_view bytes) = 0;
+  // Takes `block`'s bytes and leaves it empty; a sink that keeps them may swap the
+  // buffer for another instead of copying.
+  virtual void take(json::Buffer& block) {
+    write(block.view());
+    block.clear();
+  }
 };
 
 struct TraceOptions {

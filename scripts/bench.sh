@@ -227,7 +227,8 @@ ev=$(val "$work/an" events)
 row analysis events "$ev" events "decoded from the capture; $(summary dropped "$work/big") records dropped while capturing"
 row analysis to_table "$(val "$work/an" to_table_events_per_s)" events/s "per core: decode+analyse+table ($(val "$work/an" to_table_us_per_event) us/event)"
 if [[ ${TRACES:-1} == 1 ]]; then
-  row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "per core: decode+analyse+traces"
+  row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "CPU time: decode+analyse+traces (the traces' bytes written by a second thread, counted here)"
+  row analysis to_kineto_json_wall "$(val "$work/an" to_kineto_events_per_s_wall)" events/s "wall time of the same: the traces formatted and written at once, $(val "$work/an" kineto_wall_s) s for $(val "$work/an" kineto_s) s of CPU"
   row analysis kineto_write_floor "$(val "$work/an" write_floor_events_per_s)" events/s "writing the traces' $(val "$work/an" kineto_bytes_per_event) B/event of text and nothing else (CPU, system time included): no trace writer passes it here; the traces took $(val "$work/an" kineto_s) s, the bytes alone $(val "$work/an" write_floor_s) s"
 fi
 row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto"
