@@ -2,13 +2,13 @@
 
 #include "collector/analysis.h"
 #include "collector/capture_scan.h"
+#include "collector/decoded_frames.h"
 #include "collector/frame_decode.h"
 #include "collector/gpu_decode.h"
 #include "collector/op_message.h"
 #include "collector/range_pairing.h"
 
 #include <sys/mman.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -76,11 +76,10 @@ void advise_huge_pages(std::vector<T>& v) {
 // Turns one connection's frames into events of `proc`.
 class ConnDecoder {
  public:
-  ConnDecoder(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx, Process& proc,
-              AppendOrder& order, ProgressMeter* meter = nullptr)
+  ConnDecoder(CaptureReader& reader, const ConnInput& conn, Process& proc, AppendOrder& order,
+              ProgressMeter* meter = nullptr)
       : reader_(reader),
         conn_(conn),
-        dctx_(dctx),
         proc_(proc),
         order_(order),
         meter_(meter),
@@ -102,11 +101,18 @@ class ConnDecoder {
     for (const FrameRef& ref : conn_.frames) slots += ref.slots;
     proc_.events_list.reserve(proc_.events_list.size() + slots / 2);
     advise_huge_pages(proc_.events_list);
-    wire::FrameHeader fh{};
+    DecodedFrames frames(reader_, conn_.frames);
     for (const FrameRef& ref : conn_.frames) {
-      if (load(ref, fh)) build_events(fh);
+      const DecodedFrames::Frame* frame = frames.next();
+      if (frame->ok) {
+        raw_ = &frame->raw;
+        build_events(frame->header);
+      } else {
+        ++bad_frames_;
+      }
       if (meter_) meter_->add(ref.size);
     }
+    raw_ = nullptr;
     close_open_ranges();
     gpu_.finish();
     resolve_late_definitions();
@@ -120,23 +126,9 @@ class ConnDecoder {
     uint32_t next_seq = 0;
     bool nvtx_named = false;
   };
-  // Decompresses one frame into raw_; false (counted once) when it is unusable.
-  bool load(const FrameRef& ref, wire::FrameHeader& fh) {
-    if (!reader_.read_body_at(ref.offset, ref.size, body_) ||
-        !decode_frame(body_.data(), body_.size(), dctx_, scratch_, fh, raw_)) {
-      return bad_frame();
-    }
-    return true;
-  }
-
-  bool bad_frame() {
-    ++bad_frames_;
-    return false;
-  }
-
   template <typename Fn>
   void walk(Fn&& fn) {
-    if (!for_each_record(raw_, fn)) ++cut_records_;
+    if (!for_each_record(*raw_, fn)) ++cut_records_;
   }
 
   // Definitions: a string's text, a domain's name, a category's name.
@@ -507,15 +499,12 @@ class ConnDecoder {
 
   CaptureReader& reader_;
   const ConnInput& conn_;
-  ZSTD_DCtx* dctx_;
   Process& proc_;
   AppendOrder& order_;
   uint64_t* last_count_ = nullptr;  // order_.per_thread[order_.last_tid]
   ProgressMeter* meter_;
   GpuDecoder gpu_;
-  std::vector<uint8_t> body_;
-  std::vector<uint8_t> raw_;
-  FrameScratch scratch_;
+  const std::vector<uint8_t>* raw_ = nullptr;  // the frame being read (DecodedFrames)
   static constexpr uint32_t kDenseNames = 1u << 20;
   std::unordered_map<uint32_t, std::string> strings_;
   std::vector<Name> names_;        // string_of()'s cache, by id
@@ -545,9 +534,9 @@ class ConnDecoder {
 };
 
 // Returns whether the image's strings could make an event a PyTorch operator.
-bool decode_connection(CaptureReader& reader, const ConnInput& conn, ZSTD_DCtx* dctx,
-                       Process& proc, AppendOrder& order, ProgressMeter* meter) {
-  ConnDecoder decoder(reader, conn, dctx, proc, order, meter);
+bool decode_connection(CaptureReader& reader, const ConnInput& conn, Process& proc, AppendOrder& order,
+                       ProgressMeter* meter) {
+  ConnDecoder decoder(reader, conn, proc, order, meter);
   decoder.run();
   return decoder.may_hold_ops();
 }
@@ -617,7 +606,6 @@ Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
   std::unordered_map<int, size_t> by_pid;
   std::vector<bool> may_hold_ops;
   std::vector<AppendOrder> orders;
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   for (const auto& conn : scanned.conns) {
     auto [it, fresh] = by_pid.try_emplace(conn->hello.pid, run.processes.size());
     if (fresh) {
@@ -627,7 +615,7 @@ Run decode_capture(CaptureReader& reader, const DecodeProgress& progress) {
     }
     Process& proc = run.processes[it->second];
     apply_identity(*conn, proc);
-    if (decode_connection(reader, *conn, dctx.get(), proc, orders[it->second], &meter)) {
+    if (decode_connection(reader, *conn, proc, orders[it->second], &meter)) {
       may_hold_ops[it->second] = true;
     }
     if (conn->bye) apply_bye(*conn->bye, proc);

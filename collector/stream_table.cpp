@@ -1,6 +1,5 @@
 #include "collector/stream_table.h"
 
-#include <zstd.h>
 
 #include <algorithm>
 #include <limits>
@@ -14,6 +13,7 @@
 #include "collector/capture_reader.h"
 #include "collector/capture_scan.h"
 #include "collector/decode.h"
+#include "collector/decoded_frames.h"
 #include "collector/frame_decode.h"
 #include "collector/op_message.h"
 #include "collector/stream_pass.h"
@@ -34,27 +34,22 @@ using stream::Stats;
 
 class FrameSource {
  public:
-  explicit FrameSource(CaptureReader& reader) : reader_(reader), dctx_(ZSTD_createDCtx(), ZSTD_freeDCtx) {}
+  explicit FrameSource(CaptureReader& reader) : reader_(reader) {}
 
   void read(const ConnInput& conn, ConnPass& pass) {
-    wire::FrameHeader fh{};
-    for (const FrameRef& ref : conn.frames) {
-      if (!reader_.read_body_at(ref.offset, ref.size, body_) ||
-          !decode_frame(body_.data(), body_.size(), dctx_.get(), scratch_, fh, raw_)) {
+    DecodedFrames frames(reader_, conn.frames, DecodedFrames::Mode::kInline);
+    while (const DecodedFrames::Frame* frame = frames.next()) {
+      if (frame->ok) {
+        pass.frame(frame->header, frame->raw);
+      } else {
         pass.bad_frame();
-        continue;
       }
-      pass.frame(fh, raw_);
     }
     pass.finish();
   }
 
  private:
   CaptureReader& reader_;
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx_;
-  FrameScratch scratch_;
-  std::vector<uint8_t> body_;
-  std::vector<uint8_t> raw_;
 };
 
 // torch renames ProfilerStep#N to ProfilerStep* before grouping; so does analysis.
