@@ -231,7 +231,7 @@ if [[ ${TRACES:-1} == 1 ]]; then
   row analysis to_kineto_json_wall "$(val "$work/an" to_kineto_events_per_s_wall)" events/s "wall time of the same: the traces formatted and written at once, $(val "$work/an" kineto_wall_s) s for $(val "$work/an" kineto_s) s of CPU"
   row analysis kineto_write_floor "$(val "$work/an" write_floor_events_per_s)" events/s "writing the traces' $(val "$work/an" kineto_bytes_per_event) B/event of text and nothing else (CPU, system time included): no trace writer passes it here; the traces took $(val "$work/an" kineto_s) s, the bytes alone $(val "$work/an" write_floor_s) s"
 fi
-row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto"
+row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto; decode took $(val "$work/an" decode_wall_s) s of wall time (frames decoded ahead on a second thread)"
 row analysis peak_rss "$(val "$work/an" peak_rss)" MiB "$(val "$work/an" peak_rss_per_event) B/event, in process"
 "$bb/analysis_bench" "$work/big" "$work/an_big" --streamed >"$work/an_stream"
 row analysis to_table_streamed "$(val "$work/an_stream" to_table_events_per_s)" events/s "per core: one streamed pass, as report --table-only ($(val "$work/an_stream" to_table_us_per_event) us/event): x$(calc "$(val "$work/an_stream" to_table_events_per_s) / $(val "$work/an" to_table_events_per_s)") the full analysis's rate"
