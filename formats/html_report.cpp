@@ -67,18 +67,21 @@ class Timeline {
     if (fresh) it->second = name(n.str());
     return it->second;
   }
-  void reserve(size_t slices) { slices_.reserve(slices); }
-  void add(const Slice& s) { slices_.push_back(s); }
+  // Keeps the `limit` longest slices: at most 2 * limit + 1 are held while they are added.
+  explicit Timeline(size_t limit) : limit_(limit) {}
 
-  // Keeps the `limit` longest slices, then stacks overlapping ones into lanes.
-  size_t finish(size_t limit) {
-    size_t dropped = 0;
-    if (slices_.size() > limit) {
-      dropped = slices_.size() - limit;
-      std::nth_element(slices_.begin(), slices_.begin() + static_cast<std::ptrdiff_t>(limit),
-                       slices_.end(), [](const Slice& a, const Slice& b) { return a.dur_ns > b.dur_ns; });
-      slices_.resize(limit);
-    }
+  void reserve(size_t slices) { slices_.reserve(std::min(slices, 2 * limit_ + 1)); }
+  void add(const Slice& s) {
+    ++added_;
+    slices_.push_back(s);
+    if (slices_.size() > 2 * limit_) keep_longest();
+  }
+
+  // Drops all but the longest slices, then stacks overlapping ones into lanes; returns
+  // how many were dropped.
+  size_t finish() {
+    keep_longest();
+    const size_t dropped = added_ - slices_.size();
     std::sort(slices_.begin(), slices_.end(), [](const Slice& a, const Slice& b) {
       return std::tie(a.track, a.start_ns, b.dur_ns) < std::tie(b.track, b.start_ns, a.dur_ns);
     });
@@ -102,6 +105,20 @@ class Timeline {
   const std::vector<Slice>& slices() const { return slices_; }
 
  private:
+  // The `limit_` longest; among equally long ones the earliest (then by track, name and
+  // category), so the choice does not depend on the order slices were added in.
+  void keep_longest() {
+    if (slices_.size() <= limit_) return;
+    std::nth_element(slices_.begin(), slices_.begin() + static_cast<std::ptrdiff_t>(limit_), slices_.end(),
+                     [](const Slice& a, const Slice& b) {
+                       return std::tie(b.dur_ns, a.start_ns, a.track, a.name, a.category) <
+                              std::tie(a.dur_ns, b.start_ns, b.track, b.name, b.category);
+                     });
+    slices_.resize(limit_);
+  }
+
+  size_t limit_;
+  size_t added_ = 0;
   std::map<std::tuple<int, int, TrackKind, uint64_t>, uint32_t> index_;  // (input, pid, kind, id)
   std::vector<Track> tracks_;
   std::unordered_map<std::string, uint32_t> names_index_;
@@ -407,13 +424,13 @@ std::string escape_html(std::string_view s) {
 
 std::string render_html_report_data(const Run& run, const TableRows& rows, const HtmlReportOptions& options) {
   const int64_t base = time_base(run);
-  Timeline tl;
+  Timeline tl(options.max_events);
   size_t slices = 0;
   for (const Process& p : run.processes) slices += p.events_list.size() + p.gpu_events.size();
   tl.reserve(slices);  // one allocation, not a doubling vector's copies
   for (const Process& p : run.processes) add_cpu_events(p, tl);
   for (const Process& p : run.processes) add_gpu_events(p, tl);
-  const size_t omitted = tl.finish(options.max_events);
+  const size_t omitted = tl.finish();
 
   std::string out = "{\"schema\":\"torchprof.report/1\"";
   append_member(out, "meta", meta_json(run, base));
