@@ -29,12 +29,12 @@ constexpr size_t kFlushBytes = 1 << 20;
 constexpr size_t kBlockBytes = kFlushBytes + (64 << 10);  // a block is handed on once it passes kFlushBytes
 constexpr const char* kStepPrefix = "ProfilerStep#";
 
-class FileSink : public OutputFile {
+class PlainFile : public OutputFile {
  public:
-  explicit FileSink(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
+  explicit PlainFile(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "wb")) {
     if (!file_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
   }
-  ~FileSink() override {
+  ~PlainFile() override {
     if (file_) std::fclose(file_);
   }
   void write(std::string_view bytes) override {
@@ -51,13 +51,13 @@ class FileSink : public OutputFile {
   std::FILE* file_;
 };
 
-class GzipSink : public OutputFile {
+class GzipFile : public OutputFile {
  public:
   // Level 3: most of level 6's ratio on JSON at several times its speed.
-  explicit GzipSink(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "wb3")) {
+  explicit GzipFile(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "wb3")) {
     if (!file_) throw std::runtime_error("cannot write " + path);
   }
-  ~GzipSink() override {
+  ~GzipFile() override {
     if (file_) gzclose(file_);
   }
   void write(std::string_view bytes) override {
@@ -81,6 +81,7 @@ class BehindSink : public TraceSink {
  public:
   BehindSink(WriteBehind& behind, std::shared_ptr<OutputFile> file) : behind_(behind), file_(std::move(file)) {}
   void write(std::string_view bytes) override {
+    if (bytes.empty()) return;
     json::Buffer block(bytes.size());
     block += bytes;
     take(block);
@@ -730,9 +731,9 @@ std::vector<TraceFile> write_kineto_traces(const Run& run, const TraceOptions& o
       used.insert(path);
       std::shared_ptr<OutputFile> file;
       if (options.gzip) {
-        file = std::make_shared<GzipSink>(path);
+        file = std::make_shared<GzipFile>(path);
       } else {
-        file = std::make_shared<FileSink>(path);
+        file = std::make_shared<PlainFile>(path);
       }
       BehindSink sink(behind, file);
       TraceWriter(run, proc, cycle, index, sink).write(path);
