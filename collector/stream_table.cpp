@@ -1,6 +1,5 @@
 #include "collector/stream_table.h"
 
-
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -32,25 +31,18 @@ using stream::Rows;
 using stream::StartEnd;
 using stream::Stats;
 
-class FrameSource {
- public:
-  explicit FrameSource(CaptureReader& reader) : reader_(reader) {}
-
-  void read(const ConnInput& conn, ConnPass& pass) {
-    DecodedFrames frames(reader_, conn.frames, DecodedFrames::Mode::kInline);
-    while (const DecodedFrames::Frame* frame = frames.next()) {
-      if (frame->ok) {
-        pass.frame(frame->header, frame->raw);
-      } else {
-        pass.bad_frame();
-      }
+// Feeds a connection's frames, decoded in order on this thread, to `pass`.
+void read_frames(CaptureReader& reader, const ConnInput& conn, ConnPass& pass) {
+  DecodedFrames frames(reader, conn.frames, DecodedFrames::Mode::kInline);
+  while (const DecodedFrames::Frame* frame = frames.next()) {
+    if (frame->ok) {
+      pass.frame(frame->header, frame->raw);
+    } else {
+      pass.bad_frame();
     }
-    pass.finish();
   }
-
- private:
-  CaptureReader& reader_;
-};
+  pass.finish();
+}
 
 // torch renames ProfilerStep#N to ProfilerStep* before grouping; so does analysis.
 std::string event_row_name(const std::string& name) {
@@ -111,7 +103,6 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
     if (!pids.insert(conn->hello.pid).second) return refuse("a process has two images (fork, then exec)");
   }
 
-  FrameSource source(reader);
   Rows rows;
   out.passes = 1;
   try {
@@ -124,7 +115,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       std::vector<StartEnd> start_ends;
       {  // the first pass's names and rows are let go before the second
         ConnPass first(conn, p, marker, nullptr);
-        source.read(conn, first);
+        read_frames(reader, conn, first);
         first.report(proc);
         if (conn.bye) apply_bye(*conn.bye, proc);
         run.has_gpu = run.has_gpu || first.has_gpu();
@@ -154,7 +145,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
         steps = steps_of_markers(markers, order, options.schedule);
       }
       ConnPass second(conn, p, marker, &steps, &start_ends);
-      source.read(conn, second);
+      read_frames(reader, conn, second);
       add_rows(second, options.group_by_input_shape, rows);
       out.passes = 2;
     }

@@ -17,8 +17,7 @@ WriteBehind::~WriteBehind() {
 }
 
 void WriteBehind::write(const std::shared_ptr<OutputFile>& file, json::Buffer& block) {
-  Job job{file, json::Buffer(0), false};
-  job.bytes.swap(block);
+  Job job{file, std::move(block), false};  // leaves `block` without storage
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!spares_.empty()) {
