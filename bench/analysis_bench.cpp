@@ -3,7 +3,8 @@
 // traces and summary.json, each timed; then events/s for capture -> table and
 // capture -> Kineto JSON, and the peak RSS of the whole analysis. Beside the traces,
 // the time to write as many bytes of text and nothing else: the ceiling any trace
-// writer has on the machine.
+// writer has on the machine; and the time to format them alone, into a sink that
+// counts the bytes and drops them (the fastest of three renders).
 //
 //   analysis_bench CAPTURE|RUN_DIR OUT_DIR [--no-traces | --streamed]
 //
@@ -21,6 +22,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -78,6 +80,31 @@ double write_floor_s(const std::filesystem::path& path, double bytes) {
   return s;
 }
 
+// Counts the bytes rendered into it and keeps none.
+class CountingSink : public torchprof::TraceSink {
+ public:
+  void write(std::string_view bytes) override { bytes_ += static_cast<double>(bytes.size()); }
+  double bytes() const { return bytes_; }
+
+ private:
+  double bytes_ = 0;
+};
+
+// Process CPU time to format every trace of `run` (as write_kineto_traces would make
+// them) into a CountingSink; `bytes` gets how many bytes that made.
+double format_only_s(const torchprof::Run& run, double* bytes) {
+  CountingSink sink;
+  auto t0 = Clock::now();
+  for (const torchprof::Process& proc : run.processes) {
+    if (proc.events_list.empty()) continue;
+    int cycles = 1;
+    for (const torchprof::Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
+    for (int cycle = 0; cycle < cycles; ++cycle) torchprof::render_kineto_trace(run, proc, cycle, "trace", sink);
+  }
+  *bytes = sink.bytes();
+  return seconds_since(t0);
+}
+
 int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   namespace fs = std::filesystem;
   std::string capture = fs::is_directory(input) ? (fs::path(input) / "capture.tprof").string() : input;
@@ -112,6 +139,14 @@ int run(const std::string& input, const std::string& out_dir, bool traces_too) {
   std::string summary = torchprof::render_summary_json(run, trace_paths, out_dir);
   double summary_s = seconds_since(t0);
   const double floor_s = traces_too ? write_floor_s(fs::path(out_dir) / "write_floor.tmp", trace_bytes) : 0;
+  // The fastest of three: formatting alone is short, and a shared machine's noise is
+  // one-sided.
+  double formatted_bytes = 0;
+  double format_s = 0;
+  for (int i = 0; traces_too && i < 3; ++i) {
+    const double s = format_only_s(run, &formatted_bytes);
+    format_s = i == 0 ? s : std::min(format_s, s);
+  }
 
   double events = 0;
   for (const auto& p : run.processes) events += static_cast<double>(p.events_list.size() + p.gpu_events.size());
@@ -143,6 +178,11 @@ int run(const std::string& input, const std::string& out_dir, bool traces_too) {
     // trace writer on this machine gets past this rate.
     figure("write_floor_s", floor_s, "s");
     figure("write_floor_events_per_s", events / floor_s, "events/s");
+    // Formatting alone, on one core (the fastest of three renders): the formatting
+    // thread's share of kineto_s.
+    figure("format_s", format_s, "s");
+    figure("format_ns_per_event", format_s / events * 1e9, "ns/event");
+    figure("formatted_bytes_per_event", formatted_bytes / events, "B/event");
   }
   figure("peak_rss", peak_rss_mib(), "MiB");
   figure("peak_rss_per_event", peak_rss_mib() * 1048576.0 / events, "B/event");
