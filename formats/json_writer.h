@@ -117,6 +117,33 @@ class Buffer {
 void append_string(Buffer& out, std::string_view s);
 void append_double(Buffer& out, double v);
 
+// A count kept as decimal text and counted up in place: writing consecutive ids (a
+// trace's External ids) costs a copy of their digits instead of a conversion each.
+class DecimalCounter {
+ public:
+  explicit DecimalCounter(uint64_t start = 0) {
+    std::memset(digits_, '0', sizeof digits_);
+    char text[kDigits];
+    auto r = std::to_chars(text, text + kDigits, start);
+    const auto n = static_cast<size_t>(r.ptr - text);
+    first_ = kDigits - n;
+    std::memcpy(digits_ + first_, text, n);
+  }
+  // Adds one: the carry runs over the trailing nines.
+  void increment() {
+    size_t i = kDigits - 1;
+    while (digits_[i] == '9') digits_[i--] = '0';
+    ++digits_[i];
+    if (i < first_) first_ = i;
+  }
+  std::string_view view() const { return {digits_ + first_, kDigits - first_}; }
+
+ private:
+  static constexpr size_t kDigits = 21;  // every uint64_t and one more digit for its carry
+  char digits_[kDigits];
+  size_t first_;
+};
+
 inline void append_int(Buffer& out, int64_t v) {
   char* p = out.reserve(24);
   out.commit(std::to_chars(p, p + 24, v).ptr);
@@ -128,5 +155,12 @@ inline void append_uint(Buffer& out, uint64_t v) {
 }
 
 inline void append_us(Buffer& out, int64_t ns) { out.commit(format_us(out.reserve(32), ns)); }
+
+// Copies `s` to `p` and returns the end: for writers that reserve() room for a whole
+// record once and write its pieces in place.
+inline char* put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
 
 }  // namespace torchprof::json

@@ -299,13 +299,14 @@ class TraceWriter {
   }
 
   void begin_event(bool& first) {
-    begin_value(first);
-    out_ += '{';
+    out_ += first ? std::string_view("\n  {") : std::string_view(",\n  {");
+    first = false;
+    flush(/*force=*/false);
   }
 
   // For helpers that write a whole object themselves (formats/kineto_gpu.h).
   void begin_value(bool& first) {
-    out_ += first ? "\n  " : ",\n  ";
+    out_ += first ? std::string_view("\n  ") : std::string_view(",\n  ");
     first = false;
     flush(/*force=*/false);
   }
@@ -331,7 +332,9 @@ class TraceWriter {
 
   void api_call(bool& first, size_t i) {
     const Event& e = proc_.events_list[i];
-    common_named("X", e.kind == EventKind::kCudaRuntime ? "cuda_runtime" : "cuda_driver", e.name, e.tid, e.start_ns);
+    const std::string_view cat =
+        e.kind == EventKind::kCudaRuntime ? std::string_view("cuda_runtime") : std::string_view("cuda_driver");
+    common_named("X", cat, e.name, e.tid, e.start_ns);
     out_ += ", \"dur\": ";
     json::append_us(out_, e.dur_ns());
     out_ += ",\n    \"args\": {";
@@ -454,14 +457,16 @@ class TraceWriter {
       p.text.clear();
       common_prefix(p.text, ph, cat, name, tid);
     }
-    out_ += p.text;
-    ts(start);
+    char* out = out_.reserve(p.text.size() + 32);
+    out = json::put(out, p.text);
+    out_.commit(json::format_us(out, start - base_));
   }
 
   void range(const Event& e) {
-    common_named("X", e.op != nullptr ? "cpu_op" : "user_annotation", e.name, e.tid, e.start_ns);
-    out_ += ", \"dur\": ";
-    json::append_us(out_, e.dur_ns());
+    const std::string_view cat = e.op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
+    common_named("X", cat, e.name, e.tid, e.start_ns);
+    char* out = json::put(out_.reserve(48), ", \"dur\": ");
+    out_.commit(json::format_us(out, e.dur_ns()));
     if (e.op != nullptr) {
       op_args(*e.op);
     } else {
@@ -502,10 +507,14 @@ class TraceWriter {
   // Kineto's user_annotation args: its External id, the RecordFunction handle (0
   // outside torch) and the event's index in the profiler's event list.
   void annotation_ids() {
-    out_ += ",\n    \"args\": {\"External id\": ";
-    json::append_uint(out_, ++external_id_);
-    out_ += ", \"Record function id\": 0, \"Ev Idx\": ";
-    json::append_uint(out_, external_id_ - 1);
+    ++external_id_;
+    external_id_text_.increment();
+    char* out = out_.reserve(128);  // the text below and two ids of at most 21 digits
+    out = json::put(out, ",\n    \"args\": {\"External id\": ");
+    out = json::put(out, external_id_text_.view());
+    out = json::put(out, ", \"Record function id\": 0, \"Ev Idx\": ");
+    out_.commit(json::put(out, event_index_text_.view()));  // external_id_ - 1
+    event_index_text_.increment();
   }
 
   void args(const Event& e) {
@@ -682,6 +691,8 @@ class TraceWriter {
   std::string process_name_;
   json::Buffer out_{kBlockBytes};  // filled to kFlushBytes, then handed on
   uint64_t external_id_ = 0;
+  json::DecimalCounter external_id_text_;  // external_id_ as text
+  json::DecimalCounter event_index_text_;  // the next annotation's Ev Idx: external_id_ before its ++
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
 };
 

@@ -175,4 +175,48 @@ TEST_CASE("trace: one file per process per cycle, torch's names, gzip") {
   CHECK(events_named(trace, "forward").size() == 1);
 }
 
+TEST_CASE("json: DecimalCounter counts up as std::to_string writes") {
+  for (uint64_t start : {uint64_t{0}, uint64_t{7}, uint64_t{99'990}, uint64_t{999'999'990},
+                         uint64_t{9'999'999'999'999'999'990u}, UINT64_MAX - 20}) {
+    CAPTURE(start);
+    json::DecimalCounter counter(start);
+    for (uint64_t v = start;; ++v) {
+      REQUIRE(counter.view() == std::to_string(v));
+      if (v == start + 20) break;
+      counter.increment();
+    }
+  }
+  json::DecimalCounter counter;
+  for (uint64_t v = 0; v <= 120'000; ++v, counter.increment()) {
+    if (counter.view() != std::to_string(v)) FAIL("counter " << counter.view() << " at " << v);
+  }
+}
+
+TEST_CASE("trace: External ids and Ev Idx count every annotation, across digit boundaries") {
+  Run run;
+  Process& p = run.processes.emplace_back();
+  p.pid = 77;
+  p.worker = "host_77";
+  p.threads = {{.tid = 77, .name = "", .is_main = true}};
+  constexpr int kRanges = 1200;
+  for (int i = 0; i < kRanges; ++i) {
+    Event e = range(i % 3 == 0 ? "a" : "b", 77, i * 10, i * 10 + 5);
+    if (i % 100 == 50) e.kind = EventKind::kMark;
+    p.events_list.push_back(e);
+  }
+  analyse(run, AnalysisOptions{});
+  StringSink sink;
+  render_kineto_trace(run, p, 0, "t", sink);
+  const nlohmann::json trace = nlohmann::json::parse(sink.text);
+  uint64_t seen = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "user_annotation") continue;
+    CAPTURE(seen);
+    REQUIRE(e["args"]["External id"] == seen + 1);
+    REQUIRE(e["args"]["Ev Idx"] == seen);
+    ++seen;
+  }
+  CHECK(seen == kRanges);
+}
+
 }  // namespace torchprof
