@@ -97,8 +97,7 @@ double format_only_s(const torchprof::Run& run, double* bytes) {
   auto t0 = Clock::now();
   for (const torchprof::Process& proc : run.processes) {
     if (proc.events_list.empty()) continue;
-    int cycles = 1;
-    for (const torchprof::Step& s : proc.steps) cycles = std::max(cycles, s.cycle + 1);
+    const int cycles = torchprof::cycle_count(proc);
     for (int cycle = 0; cycle < cycles; ++cycle) torchprof::render_kineto_trace(run, proc, cycle, "trace", sink);
   }
   *bytes = sink.bytes();
