@@ -27,19 +27,30 @@ typedef struct {
   const char* name;  // NULL for a pop
 } FloorEvent;
 
-// A fixed window that wraps: the stores are real, the memory stays bounded.
-enum { kFloorEvents = 1 << 20 };
+// A fixed window that wraps: the stores are real, the memory stays bounded. Its size
+// in events is FLOOR_EVENTS (a power of two, default 2^20: 16 MiB), so that a run can
+// also give it room for every event, never reusing memory, as a profiler's buffer that
+// holds a whole run does.
+static uint32_t window_events(void) {
+  const char* v = getenv("FLOOR_EVENTS");
+  unsigned long n = v != NULL ? strtoul(v, NULL, 10) : 0;
+  if (n < 1024 || n > (1ul << 30) || (n & (n - 1)) != 0) n = 1ul << 20;
+  return (uint32_t)n;
+}
 
 static __thread FloorEvent* t_events;
+static __thread uint32_t t_mask;
 static __thread uint32_t t_next;
 static __thread int t_depth;
 
 static inline int floor_record(const char* name) {
   if (__builtin_expect(t_events == NULL, 0)) {
-    t_events = (FloorEvent*)calloc(kFloorEvents, sizeof(FloorEvent));
+    const uint32_t n = window_events();
+    t_events = (FloorEvent*)calloc(n, sizeof(FloorEvent));
     if (t_events == NULL) return -1;
+    t_mask = n - 1;
   }
-  FloorEvent* e = &t_events[t_next++ & (kFloorEvents - 1)];
+  FloorEvent* e = &t_events[t_next++ & t_mask];
   e->ts = floor_now();
   e->name = name;
   return 0;

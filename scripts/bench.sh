@@ -118,8 +118,14 @@ if command -v uftrace >/dev/null 2>&1; then
   cc -O2 -pg -o "$work/call_loop_pg" "$root/bench/call_loop.c"
   calls=$((pairs / 2))
 fi
+# The floor's array, sized to hold every record of the run as that ring does (fresh
+# memory throughout, where the default array of 2^20 events wraps and is reused).
+floor_all=1024
+while ((floor_all < pairs * 2)); do floor_all=$((floor_all * 2)); done
 for ((i = 1; i <= rounds; ++i)); do
   NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc$i"
+  FLOOR_EVENTS=$floor_all NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 \
+    >"$work/floor_rdtsc_all$i"
   rm -rf "$work/hot1big"
   TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big$i"
   if [[ $have_uftrace == 1 ]]; then
@@ -137,6 +143,7 @@ TORCHPROF_CLOCK=monotonic TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1mono" -
 none=$(val "$work/none" pair_ns)
 fc=$(val "$work/floor_clock" pair_ns)
 read -r fr fr_min fr_max <<<"$(med pair_ns floor_rdtsc)"
+read -r fra fra_min fra_max <<<"$(med pair_ns floor_rdtsc_all)"
 fc2=$(val "$work/floor_clock2" pair_ns_max)
 tp1=$(val "$work/tp1" pair_ns)
 read -r tpb tpb_min tpb_max <<<"$(med pair_ns tp1big)"
@@ -144,8 +151,9 @@ tp2=$(val "$work/tp2big" pair_ns_max)
 row hot no_tool "$none" ns/pair "NVTX with no injection"
 row hot floor_clock_gettime "$fc" ns/pair "bare injection, (ts, name ptr) to a TLS array"
 row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_min" "$fr_max")"
+row hot floor_rdtsc_holds_all "$fra" ns/pair "same, its array holding every record ($floor_all events, no reuse); median, $(spread "$fra_min" "$fra_max")"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
-row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_min" "$tpb_max"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1big")"
+row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_min" "$tpb_max"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc, x$(calc "$tpb / $fra") floor_rdtsc_holds_all; dropped $(summary dropped "$work/hot1big")"
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
