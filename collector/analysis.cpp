@@ -64,7 +64,7 @@ size_t nest_thread(std::vector<Event>& events, size_t begin, Span& span, bool& s
     e.self_ns = 0;
     // A start/end range that ends on another thread is not an interval of this
     // thread: it neither holds nor is held by the thread's ranges.
-    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid != e.tid) {
+    if (e.kind == EventKind::kRange && !e.push_pop && e.end_tid() != e.tid) {
       close(static_cast<int32_t>(i));
       continue;
     }
@@ -352,7 +352,7 @@ void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) 
       last_name = e.name;
       last_row = e.name.starts_with(kStepNamePrefix) ? step_row : e.name;
     }
-    OpStats& op = e.op != nullptr ? table.row(last_row, op_row(*e.op, group_by_input_shape))
+    OpStats& op = e.op() != nullptr ? table.row(last_row, op_row(*e.op(), group_by_input_shape))
                                   : table.row(last_row, e.kind == EventKind::kRange ? kNvtxKind : kCudaApiKind);
     ++op.calls;
     op.self_cpu_ns += e.self_ns;

@@ -31,7 +31,7 @@ std::vector<Window> nvtx_windows(const Process& proc, const CaptureRange& range)
   std::vector<Window> windows;
   for (const Event& e : proc.events_list) {
     if (e.kind != EventKind::kRange || e.name != range.nvtx_name) continue;
-    if (!range.nvtx_domain.empty() && e.domain != range.nvtx_domain) continue;
+    if (!range.nvtx_domain.empty() && e.domain() != range.nvtx_domain) continue;
     windows.emplace_back(e.start_ns, e.end_ns);
   }
   return windows;

@@ -234,8 +234,13 @@ class ConnDecoder {
     for (size_t i = first_event_; i < proc_.events_list.size(); ++i) {
       Event& e = proc_.events_list[i];
       fix(e.name);
-      fix(e.domain);
-      fix(e.category_name);
+      if (e.tags == nullptr) continue;
+      Name domain = e.domain();
+      Name category_name = e.category_name();
+      fix(domain);
+      fix(category_name);
+      if (domain != e.domain()) e.set_domain(domain);
+      if (category_name != e.category_name()) e.set_category(e.category(), category_name);
     }
     for (size_t i = first_gpu_event_; i < proc_.gpu_events.size(); ++i) {
       GpuEvent& g = proc_.gpu_events[i];
@@ -285,7 +290,7 @@ class ConnDecoder {
     order_.last_tid = tid;
     order_.last_start = start;
     Event& e = proc_.events_list.emplace_back();
-    e.tid = e.end_tid = tid;
+    e.tid = tid;
     e.start_ns = e.end_ns = start;
     return e;
   }
@@ -295,16 +300,16 @@ class ConnDecoder {
     Event& e = append_event(tid, epoch(r.ts));
     e.name = string_of(r.name);
     e.kind = kind;
-    if (r.domain != 0) e.domain = domain_of(r.domain);
+    if (r.domain != 0) e.set_domain(domain_of(r.domain));
     last_domain_ = r.domain;
     set_attr(e, r.domain, attr);
     return index;
   }
 
   void set_attr(Event& e, uint16_t domain, uint64_t attr) {
-    e.category = wire::attr_category(attr);
+    const uint32_t category = wire::attr_category(attr);
     e.payload_type = static_cast<uint8_t>(wire::attr_payload_type(attr));
-    if (e.category != 0) e.category_name = category_of(domain, e.category);
+    if (category != e.category()) e.set_category(category, category != 0 ? category_of(domain, category) : Name());
   }
 
   void build_events(const wire::FrameHeader& fh) {
@@ -387,7 +392,7 @@ class ConnDecoder {
     proc_.events_list[i].push_pop = false;
     if (std::optional<RangePairing::End> end = start_ends_.start(r.a, static_cast<uint32_t>(i))) {
       proc_.events_list[i].end_ns = end->ts;
-      proc_.events_list[i].end_tid = end->tid;
+      proc_.events_list[i].set_end_tid(end->tid);
     }
     return i;
   }
@@ -399,7 +404,7 @@ class ConnDecoder {
     e.kind = static_cast<wire::Kind>(r.kind) == wire::Kind::kCudaRuntime ? EventKind::kCudaRuntime
                                                                           : EventKind::kCudaDriver;
     e.end_ns = std::max(e.start_ns, epoch(r.a));
-    e.cbid = r.domain;
+    e.set_cbid(r.domain);
     e.correlation = r.b;
     touch(thread, e.start_ns);
     touch(thread, e.end_ns);
@@ -411,7 +416,7 @@ class ConnDecoder {
     if (std::optional<uint32_t> open = start_ends_.end(r.a, epoch(r.ts), tid)) {
       Event& e = proc_.events_list[*open];
       e.end_ns = epoch(r.ts);
-      e.end_tid = tid;
+      e.set_end_tid(tid);
     }
   }
 

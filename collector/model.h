@@ -44,9 +44,34 @@ inline std::string joined_frames(const std::vector<std::string>& frames) {
   return out;
 }
 
-// One timeline event. Names are interned (collector/name.h): a run holds millions
-// of events and only a few thousand distinct names. Fields are ordered to pack:
-// the size of this struct is most of the analysis's memory.
+// What an event carries beside its name and times that most events share: its NVTX
+// domain and category, or a CUDA API call's callback id, a PyTorch op range's op, and
+// the thread a start/end range ended on when that is not the one it started on.
+// Interned like names (collector/event_tags.cpp): a run holds a few distinct sets, so
+// an event holds one pointer to its set instead of the fields themselves.
+struct EventTags {
+  Name domain;                // "" for NVTX's default domain
+  Name category_name;         // the NVTX category's name, "" when it has none
+  const OpInfo* op = nullptr; // set for PyTorch op ranges (owned by the Process: op_infos)
+  uint32_t category = 0;      // ranges and marks: NVTX category; CUDA API calls: CUPTI callback id
+  static constexpr uint32_t kSameThread = ~0u;
+  uint32_t end_tid = kSameThread;  // the thread a range ended on, kSameThread: the one it started on
+
+  bool empty() const {
+    return domain.empty() && category_name.empty() && op == nullptr && category == 0 && end_tid == kSameThread;
+  }
+  friend bool operator==(const EventTags& a, const EventTags& b) {
+    return a.domain == b.domain && a.category_name == b.category_name && a.op == b.op &&
+           a.category == b.category && a.end_tid == b.end_tid;
+  }
+  // The one shared copy of `tags`, which lives as long as the process (nullptr for the
+  // empty set). Thread-safe; a per-thread cache answers repeated sets without a lock.
+  static const EventTags* intern(const EventTags& tags);
+};
+
+// One timeline event. Names and tags are interned (collector/name.h, EventTags): a
+// run holds millions of events and only a few thousand distinct names. Fields are
+// ordered to pack: the size of this struct is most of the analysis's memory.
 struct Event {
   Name name;
   int64_t start_ns = 0;
@@ -58,17 +83,8 @@ struct Event {
     uint64_t payload = 0;    // ranges and marks: the NVTX payload's raw bits
     uint64_t correlation;    // CUDA API calls: CUPTI correlation id, ties GPU records to this call
   };
-  Name domain;               // "" for NVTX's default domain
-  Name category_name;
-  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
-  // range is a cpu_op named op->name. Owned by the Process (op_infos).
-  const OpInfo* op = nullptr;
+  const EventTags* tags = nullptr;  // nullptr: default domain, no category, no op
   uint32_t tid = 0;          // thread the range started on
-  uint32_t end_tid = 0;      // thread it ended on (start/end ranges may differ)
-  union {
-    uint32_t category = 0;   // ranges and marks: NVTX category
-    uint32_t cbid;           // CUDA API calls: CUPTI callback id
-  };
   int32_t parent = -1;       // index of the enclosing event on the same thread
   int32_t step = -1;         // index into Process::steps, -1 outside any step
   EventKind kind = EventKind::kRange;
@@ -77,8 +93,43 @@ struct Event {
   bool unterminated = false; // never popped/ended: closed at the thread's last event
 
   int64_t dur_ns() const { return end_ns - start_ns; }
+
+  Name domain() const { return tags != nullptr ? tags->domain : Name(); }
+  Name category_name() const { return tags != nullptr ? tags->category_name : Name(); }
+  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
+  // range is a cpu_op named op()->name.
+  const OpInfo* op() const { return tags != nullptr ? tags->op : nullptr; }
+  uint32_t category() const { return tags != nullptr ? tags->category : 0; }  // ranges and marks
+  uint32_t cbid() const { return category(); }                                // CUDA API calls
+  // The thread the range ended on (start/end ranges may end on another).
+  uint32_t end_tid() const {
+    return tags != nullptr && tags->end_tid != EventTags::kSameThread ? tags->end_tid : tid;
+  }
+
+  void set_domain(Name domain) { retag([&](EventTags& t) { t.domain = domain; }); }
+  void set_category(uint32_t category, Name text) {
+    retag([&](EventTags& t) {
+      t.category = category;
+      t.category_name = text;
+    });
+  }
+  void set_cbid(uint32_t cbid) { retag([&](EventTags& t) { t.category = cbid; }); }
+  void set_op(const OpInfo* op) { retag([&](EventTags& t) { t.op = op; }); }
+  // Call after tid is set.
+  void set_end_tid(uint32_t end_tid) {
+    if (end_tid == this->end_tid()) return;
+    retag([&](EventTags& t) { t.end_tid = end_tid == tid ? EventTags::kSameThread : end_tid; });
+  }
+
+ private:
+  template <typename Fn>
+  void retag(Fn&& change) {
+    EventTags t = tags != nullptr ? *tags : EventTags{};
+    change(t);
+    tags = EventTags::intern(t);
+  }
 };
-static_assert(sizeof(Event) <= 88, "Event is most of the analysis's memory: keep it packed");
+static_assert(sizeof(Event) <= 64, "Event is most of the analysis's memory: keep it packed");
 
 // GPU time of a range as torch attributes it: Self CUDA = GPU records launched by API
 // calls whose innermost enclosing range is this one; CUDA total adds the children's
@@ -207,7 +258,7 @@ struct Process {
   // GPU or memory records (cuda_time() then gives 0). Kept out of Event, which most
   // processes' events would carry unused.
   std::vector<CudaTime> cuda_times;
-  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op points to
+  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op() points to
   std::vector<Step> steps;
   std::vector<std::string> warnings;
   // GPU side (CUPTI). API calls live in events_list (EventKind::kCudaRuntime/kCudaDriver).

@@ -171,13 +171,13 @@ void classify_pytorch_ops(Process& proc) {
   std::array<std::array<Cached, 256>, 2> cache{};
   const Name ops_domain_name(kPytorchOpsDomain);
   for (Event& e : proc.events_list) {
-    if (e.kind != EventKind::kRange || e.op != nullptr) continue;
-    const bool ops_domain = e.domain == ops_domain_name;
-    if (!ops_domain && !e.domain.empty()) continue;  // emit_nvtx uses the default domain
+    if (e.kind != EventKind::kRange || e.op() != nullptr) continue;
+    const bool ops_domain = e.domain() == ops_domain_name;
+    if (!ops_domain && !e.domain().empty()) continue;  // emit_nvtx uses the default domain
     Cached& c = cache[ops_domain][(reinterpret_cast<uintptr_t>(e.name.id()) >> 4) & 255];
     if (c.id == e.name.id() && c.id != nullptr) {
       if (c.op != nullptr) {
-        e.op = c.op;
+        e.set_op(c.op);
         e.name = c.op_name;
       }
       continue;
@@ -199,7 +199,7 @@ void classify_pytorch_ops(Process& proc) {
     c.op = it->second;
     if (c.op != nullptr) c.op_name = c.op->name;
     if (it->second == nullptr) continue;
-    e.op = c.op;
+    e.set_op(c.op);
     e.name = c.op_name;
   }
 }

@@ -138,7 +138,7 @@ std::vector<Event> ConnPass::markers() const {
     Event& e = events.emplace_back();
     e.name = names[static_cast<size_t>(c - candidates_.data())];
     e.kind = c->mark ? EventKind::kMark : EventKind::kRange;
-    e.tid = e.end_tid = c->tid;
+    e.tid = c->tid;
     e.start_ns = c->start;
     e.end_ns = c->end;
   }

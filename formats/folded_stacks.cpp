@@ -10,11 +10,12 @@ std::string render_folded_stacks(const Run& run) {
   std::map<std::string, int64_t> self_ns;
   for (const Process& proc : run.processes) {
     for (const Event& e : proc.events_list) {
-      if (e.op == nullptr || e.op->stack.empty() || e.step < 0) continue;
+      const OpInfo* op = e.op();
+      if (op == nullptr || op->stack.empty() || e.step < 0) continue;
       const StepAction action = proc.steps[e.step].action;
       if (action != StepAction::kRecord && action != StepAction::kRecordAndSave) continue;
       std::string key;
-      for (auto frame = e.op->stack.rbegin(); frame != e.op->stack.rend(); ++frame) {
+      for (auto frame = op->stack.rbegin(); frame != op->stack.rend(); ++frame) {
         key += *frame;
         key += ';';
       }

@@ -344,7 +344,7 @@ class TraceWriter {
       out_ += ", ";
     }
     out_ += "\"cbid\": ";
-    json::append_uint(out_, e.cbid);
+    json::append_uint(out_, e.cbid());
     out_ += ", \"correlation\": ";
     json::append_uint(out_, e.correlation);
     out_ += "}}";
@@ -463,12 +463,13 @@ class TraceWriter {
   }
 
   void range(const Event& e) {
-    const std::string_view cat = e.op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
+    const OpInfo* op = e.op();
+    const std::string_view cat = op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
     common_named("X", cat, e.name, e.tid, e.start_ns);
     char* out = json::put(out_.reserve(48), ", \"dur\": ");
     out_.commit(json::format_us(out, e.dur_ns()));
-    if (e.op != nullptr) {
-      op_args(*e.op);
+    if (op != nullptr) {
+      op_args(*op);
     } else {
       args(e);
     }
@@ -519,22 +520,24 @@ class TraceWriter {
 
   void args(const Event& e) {
     annotation_ids();
-    if (!e.domain.empty()) {
-      out_ += ", \"domain\": ";
-      json::append_string(out_, e.domain);
-    }
-    if (e.category != 0) {
-      out_ += ", \"category\": ";
-      if (e.category_name.empty()) {
-        json::append_uint(out_, e.category);
-      } else {
-        json::append_string(out_, e.category_name);
+    if (const EventTags* tags = e.tags) {
+      if (!tags->domain.empty()) {
+        out_ += ", \"domain\": ";
+        json::append_string(out_, tags->domain);
+      }
+      if (tags->category != 0) {
+        out_ += ", \"category\": ";
+        if (tags->category_name.empty()) {
+          json::append_uint(out_, tags->category);
+        } else {
+          json::append_string(out_, tags->category_name);
+        }
       }
     }
     payload(e);
-    if (!e.push_pop && e.end_tid != e.tid) {
+    if (!e.push_pop && e.end_tid() != e.tid) {
       out_ += ", \"end tid\": ";
-      json::append_uint(out_, e.end_tid);
+      json::append_uint(out_, e.end_tid());
     }
     if (e.unterminated) out_ += ", \"unterminated\": true";
     out_ += "}";

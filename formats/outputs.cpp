@@ -226,8 +226,9 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   return result;
 }
 
-// Memory the full analysis takes per record slot of a capture: a range (two slots)
-// becomes a 120-byte Event, plus the vectors' slack and the GPU records.
+// Memory the full analysis takes per record slot of a capture: an NVTX range (two
+// slots) becomes a 64-byte Event and so does a CUDA API call (one slot); the vectors'
+// slack and the GPU records come on top.
 constexpr uint64_t kAnalysisBytesPerSlot = 64;
 // A capture holds at least this many bytes per slot (repetitive NVTX traffic, delta frames).
 constexpr double kMinCaptureBytesPerSlot = 0.25;

@@ -17,8 +17,8 @@
 # rounds that alternate the tools, and each is given as the median with the range),
 # KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes).
 # Per-event figures use CPU time (the programs measure it themselves): on a shared
-# machine wall time varies with the load. The analysis needs ~115 bytes of memory per
-# event: ~1.2 GB for 10M, ~11 GB for 100M.
+# machine wall time varies with the load. The analysis needs ~65 bytes of memory per
+# event: ~0.65 GB for 10M, ~6.5 GB for 100M.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

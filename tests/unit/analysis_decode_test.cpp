@@ -152,7 +152,7 @@ TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, names define
   REQUIRE(io);
   CHECK_FALSE(io->push_pop);
   CHECK(io->tid == 100);
-  CHECK(io->end_tid == 101);
+  CHECK(io->end_tid() == 101);
   CHECK(io->dur_ns() == 700);
   const Event* tick = event(p, "tick");
   REQUIRE(tick);
@@ -160,9 +160,9 @@ TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, names define
   CHECK(tick->end_ns == tick->start_ns);
   const Event* dom = event(p, "in_domain");
   REQUIRE(dom);
-  CHECK(dom->domain == "mydomain");
-  CHECK(dom->category == 5);
-  CHECK(dom->category_name == "cat-a");
+  CHECK(dom->domain() == "mydomain");
+  CHECK(dom->category() == 5);
+  CHECK(dom->category_name() == "cat-a");
   CHECK(dom->payload_type == static_cast<uint8_t>(wire::PayloadType::kI64));
   CHECK(static_cast<int64_t>(dom->payload) == -7);
   CHECK(dom->dur_ns() == 10);

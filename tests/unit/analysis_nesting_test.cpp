@@ -10,7 +10,7 @@ namespace {
 Event range(const std::string& name, uint32_t tid, int64_t start, int64_t end) {
   Event e;
   e.name = name;
-  e.tid = e.end_tid = tid;
+  e.tid = tid;
   e.start_ns = start;
   e.end_ns = end;
   return e;

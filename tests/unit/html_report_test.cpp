@@ -27,7 +27,7 @@ Run ranges(int n) {
   for (int i = 0; i < n; ++i) {
     Event e;
     e.name = "r";
-    e.tid = e.end_tid = 7;
+    e.tid = 7;
     e.start_ns = kT0 + t;
     e.end_ns = e.start_ns + (i % 5 + 1) * 100;
     t += 1000;

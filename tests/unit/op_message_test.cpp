@@ -28,10 +28,9 @@ Event range(const std::string& name, int64_t start, int64_t end, const std::stri
   Event e;
   e.name = name;
   e.tid = 1;
-  e.end_tid = 1;
   e.start_ns = start;
   e.end_ns = end;
-  e.domain = domain;
+  e.set_domain(domain);
   return e;
 }
 
@@ -148,12 +147,12 @@ TEST_CASE("op ranges become cpu_op rows named after the op; other ranges keep th
       range("load, seq = ", 6'000, 6'100),                            // malformed: the raw name
   });
   const Process& p = run.processes[0];
-  CHECK(p.events_list[1].op != nullptr);
+  CHECK(p.events_list[1].op() != nullptr);
   CHECK(p.events_list[1].name == "aten::addmm");
-  CHECK(p.events_list[1].op->sequence == 1);
-  CHECK(p.events_list[3].op != nullptr);
-  CHECK(p.events_list[4].op == nullptr);
-  CHECK(p.events_list[5].op == nullptr);
+  CHECK(p.events_list[1].op()->sequence == 1);
+  CHECK(p.events_list[3].op() != nullptr);
+  CHECK(p.events_list[4].op() == nullptr);
+  CHECK(p.events_list[5].op() == nullptr);
   CHECK(p.events_list[5].name == "load, seq = ");
 
   analyse(run, {});

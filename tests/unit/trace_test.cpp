@@ -26,7 +26,7 @@ struct StringSink : TraceSink {
 Event range(const std::string& name, uint32_t tid, int64_t start, int64_t end) {
   Event e;
   e.name = name;
-  e.tid = e.end_tid = tid;
+  e.tid = tid;
   e.start_ns = kT0 + start;
   e.end_ns = kT0 + end;
   return e;
@@ -46,9 +46,8 @@ Run sample_run() {
   Event m1 = range("step", 4242, 1000, 1000);
   m1.kind = EventKind::kMark;
   Event tagged = range("tagged \"quoted\"\n", 4243, 100, 350);
-  tagged.domain = "dom";
-  tagged.category = 3;
-  tagged.category_name = "io";
+  tagged.set_domain("dom");
+  tagged.set_category(3, "io");
   tagged.payload_type = static_cast<uint8_t>(wire::PayloadType::kDouble);
   tagged.payload = std::bit_cast<uint64_t>(2.5);
   p.events_list = {m0, range("forward", 4242, 10, 500), tagged, m1,
