@@ -352,7 +352,8 @@ void add_events(const Process& proc, OpTable& table, bool group_by_input_shape) 
       last_name = e.name;
       last_row = e.name.starts_with(kStepNamePrefix) ? step_row : e.name;
     }
-    OpStats& op = e.op() != nullptr ? table.row(last_row, op_row(*e.op(), group_by_input_shape))
+    const OpInfo* info = e.op();
+    OpStats& op = info != nullptr ? table.row(last_row, op_row(*info, group_by_input_shape))
                                   : table.row(last_row, e.kind == EventKind::kRange ? kNvtxKind : kCudaApiKind);
     ++op.calls;
     op.self_cpu_ns += e.self_ns;

@@ -235,12 +235,10 @@ class ConnDecoder {
       Event& e = proc_.events_list[i];
       fix(e.name);
       if (e.tags == nullptr) continue;
-      Name domain = e.domain();
-      Name category_name = e.category_name();
-      fix(domain);
-      fix(category_name);
-      if (domain != e.domain()) e.set_domain(domain);
-      if (category_name != e.category_name()) e.set_category(e.category(), category_name);
+      EventTags tags = *e.tags;
+      fix(tags.domain);
+      fix(tags.category_name);
+      if (!(tags == *e.tags)) e.tags = EventTags::intern(tags);
     }
     for (size_t i = first_gpu_event_; i < proc_.gpu_events.size(); ++i) {
       GpuEvent& g = proc_.gpu_events[i];

@@ -172,8 +172,9 @@ void classify_pytorch_ops(Process& proc) {
   const Name ops_domain_name(kPytorchOpsDomain);
   for (Event& e : proc.events_list) {
     if (e.kind != EventKind::kRange || e.op() != nullptr) continue;
-    const bool ops_domain = e.domain() == ops_domain_name;
-    if (!ops_domain && !e.domain().empty()) continue;  // emit_nvtx uses the default domain
+    const Name domain = e.domain();
+    const bool ops_domain = domain == ops_domain_name;
+    if (!ops_domain && !domain.empty()) continue;  // emit_nvtx uses the default domain
     Cached& c = cache[ops_domain][(reinterpret_cast<uintptr_t>(e.name.id()) >> 4) & 255];
     if (c.id == e.name.id() && c.id != nullptr) {
       if (c.op != nullptr) {

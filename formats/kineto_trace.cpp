@@ -299,9 +299,8 @@ class TraceWriter {
   }
 
   void begin_event(bool& first) {
-    out_ += first ? std::string_view("\n  {") : std::string_view(",\n  {");
-    first = false;
-    flush(/*force=*/false);
+    begin_value(first);
+    out_ += '{';
   }
 
   // For helpers that write a whole object themselves (formats/kineto_gpu.h).
