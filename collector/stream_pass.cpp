@@ -306,9 +306,12 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
 
 [[gnu::always_inline]] inline void ConnPass::push(const wire::Record& r, uint32_t tid, Thread& thread) {
   const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
-  // A range starting at the very nanosecond another ended: interval nesting may
-  // order the two either way.
-  if (ts == thread.last_close_ts) throw Refusal{"a range starts at the nanosecond another ended"};
+  // A range starting at the very nanosecond another ended follows it, as interval
+  // nesting has it, unless one of the two is empty: an empty range ending there sorts
+  // after the new one (longer first) and goes inside it; an empty new one goes inside
+  // the one that ended (close_top() refuses it).
+  const bool at_close = ts == thread.last_close_ts;
+  if (at_close && thread.empty_closed) throw Refusal{"a range starts at the nanosecond an empty one ended"};
   if (ts <= thread.last_call_end) throw Refusal{"a range starts inside an API call or as one ends"};
   if (!thread.start_ends.empty()) [[unlikely]]
     settle(thread, tid, ts);
@@ -325,6 +328,7 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
   o.step = step;
   o.candidate = cand;
   o.domain = r.domain;
+  o.at_close = at_close;
   ++events_;
 }
 
@@ -343,7 +347,9 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
     ++unmatched_pops_;
     return;
   }
+  const bool empty = stack.back().start == ts;
   close_top(thread, tid, ts);
+  thread.empty_closed = empty || (thread.empty_closed && thread.last_close_ts == ts);
   thread.last_close_ts = ts;
   thread.calls.clear();
 }
@@ -367,6 +373,7 @@ void ConnPass::close_top(Thread& thread, uint32_t tid, int64_t end) {
   const int64_t start = o.start;
   const uint16_t domain = o.domain;
   if (end < o.child_end) throw Refusal{"an API call ends after the range around it"};
+  if (o.at_close && end == start) throw Refusal{"an empty range starts at the nanosecond another ended"};
   if (o.candidate >= 0) candidates_[o.candidate].end = end;
   stack.pop_back();
   if (!stack.empty()) stack.back().children += dur;

@@ -136,6 +136,7 @@ struct Open {
   int32_t node = -1;     // StackNode, made when an API call first needs it
   uint16_t domain = 0;
   bool start_end = false;
+  bool at_close = false;  // pushed at the nanosecond another range ended: it may not be empty
 };
 
 struct Thread {
@@ -143,6 +144,7 @@ struct Thread {
   int64_t last_ts = std::numeric_limits<int64_t>::min();        // as decode's: closes unterminated ranges
   int64_t last_event_ts = std::numeric_limits<int64_t>::min();  // last push, pop or mark
   int64_t last_close_ts = std::numeric_limits<int64_t>::min();  // last pop or API call's end
+  bool empty_closed = false;  // a range of no duration ended at last_close_ts
   int64_t last_call_end = std::numeric_limits<int64_t>::min();
   std::vector<ClosedCall> calls;  // since the last push or pop, in the order read
   int64_t forgotten_call_start = std::numeric_limits<int64_t>::min();  // latest start dropped from `calls`

@@ -50,7 +50,10 @@ void ConnPass::api_call(const wire::Record& r, uint32_t tid, Thread& thread) {
   }
   calls.push_back({start, end});
   thread.last_call_end = std::max(thread.last_call_end, end);
-  thread.last_close_ts = std::max(thread.last_close_ts, end);
+  if (end > thread.last_close_ts) {
+    thread.last_close_ts = end;
+    thread.empty_closed = false;
+  }
   ++events_;
   if (counted(step)) {
     Stats& st = side_stats(name(r.name).api);

@@ -193,6 +193,36 @@ TEST_CASE("stream_table: nesting, late names, steps and schedule as the full ana
   check_same(path, options, one);
 }
 
+// Back-to-back ranges, as a tight loop writes them: a range often starts at the
+// nanosecond the one before it ended, on a fast clock.
+TEST_CASE("stream_table: a range that starts as another ends follows it, as in the full analysis") {
+  CaptureBuilder b;
+  b.chunk(ChunkType::kHello, 1, hello(10));
+  Slots t1;
+  t1.str(1, "ProfilerStep#0").str(2, "ProfilerStep#1").str(3, "fwd").str(4, "bwd").str(5, "mm")
+      .push(1, 1000).push(3, 1000).push(5, 1010).pop(1020).push(5, 1020).pop(1040).pop(1040)  // fwd: 40, mm 10+20
+      .push(4, 1040).push(5, 1050).pop(1050).pop(1090)  // bwd: an empty mm inside, started apart
+      .pop(1100)
+      .push(2, 1100).push(3, 1100).pop(1200).push(4, 1200).pop(1300).pop(1300);  // step 1 starts as step 0 ends
+  b.chunk(ChunkType::kFrame, 1, test::frame_body(1, 0, t1));
+  b.chunk(ChunkType::kBye, 1, test::bye_body(wire::ExitKind::kExit, 0, 10, 0, 2000));
+  const std::string path = b.save("stream_back_to_back.tprof");
+
+  AnalysisOptions options;
+  const StreamedTable t = streamed_ok(path, options);
+  check_same(path, options, t);
+  std::map<std::string, OpStats> by_name = by_kind_and_name(t.run);
+  CHECK(by_name["nvtx ProfilerStep*"].calls == 2);
+  CHECK(by_name["nvtx ProfilerStep*"].self_cpu_ns == (100 - 40 - 50) + (200 - 100 - 100));
+  CHECK(by_name["nvtx fwd"].calls == 2);
+  CHECK(by_name["nvtx fwd"].self_cpu_ns == (40 - 30) + 100);
+  CHECK(by_name["nvtx mm"].calls == 3);
+  CHECK(by_name["nvtx mm"].cpu_total_ns == 10 + 20 + 0);
+  CHECK(by_name["nvtx bwd"].self_cpu_ns == 50 + 100);
+  options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
+  check_same(path, options, streamed_ok(path, options));
+}
+
 TEST_CASE("stream_table: refuses what only the full analysis handles") {
   auto capture = [](const std::string& name, const Slots& slots, int images = 1) {
     CaptureBuilder b;
@@ -242,9 +272,12 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   Slots domains;  // domain 1 opens inside domain 0 and outlives it
   domains.str(1, "a").str(2, "b").push(1, 1000).push(2, 1100, 1).pop(1200).pop(1300, 1);
   CHECK(refusal(capture("stream_domains.tprof", domains)).find("domains") != std::string::npos);
-  Slots tie;  // b starts at the nanosecond a ended
+  Slots tie;  // b starts at the nanosecond a ended, and is empty: interval nesting puts it inside a
   tie.str(1, "a").str(2, "b").push(1, 1000).pop(1100).push(2, 1100).pop(1100);
   CHECK(refusal(capture("stream_tie.tprof", tie)).find("nanosecond") != std::string::npos);
+  Slots after_empty;  // b starts at the nanosecond the empty a ended: interval nesting puts a inside b
+  after_empty.str(1, "a").str(2, "b").push(1, 1000).pop(1000).push(2, 1000).pop(1100);
+  CHECK(refusal(capture("stream_after_empty.tprof", after_empty)).find("nanosecond") != std::string::npos);
   Slots back;
   back.str(1, "a").push(1, 1000).pop(900);
   CHECK(refusal(capture("stream_back.tprof", back)).find("back in time") != std::string::npos);
