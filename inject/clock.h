@@ -8,7 +8,9 @@
 // the TSC and maps it to nanoseconds with a multiply: the flusher keeps the map on
 // CLOCK_MONOTONIC by re-anchoring it every 25 ms and steering its rate, so a record's
 // time stays within nanoseconds of CLOCK_MONOTONIC (microseconds for a second after
-// NTP changes that clock's rate abruptly) and never goes back.
+// NTP changes that clock's rate abruptly), and the map never goes back. Where now_ns()
+// changes between the map and clock_gettime it may step back by the map's error (a
+// few nanoseconds); the recorder keeps that out of a thread's records (recorder.cpp).
 // Until then, while the map is being replaced, and where the TSC is not used (not
 // x86-64, the kernel's clocksource is not the TSC, TORCHPROF_CLOCK=monotonic), now_ns()
 // is clock_gettime(CLOCK_MONOTONIC).

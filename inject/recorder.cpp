@@ -24,6 +24,17 @@ constexpr uint32_t kStepPrefixLen = sizeof(kStepPrefix) - 1;
 
 constexpr uint8_t k(Kind kind) { return static_cast<uint8_t>(kind); }
 
+// The time of a record made now: now_ns(), but never before the thread's last one. The
+// clock may step back a few nanoseconds where it changes between clock_gettime and the
+// TSC map (its first calibration, a reader that meets the map being replaced); a
+// thread's records keep their order all the same, as the analysis expects of them.
+inline uint64_t stamp(ThreadBuffer* tb) {
+  const uint64_t now = now_ns();
+  const uint64_t ts = now > tb->last_ts ? now : tb->last_ts;
+  tb->last_ts = ts;
+  return ts;
+}
+
 // Only the owning thread writes `dropped`; the flusher reads it.
 inline void count_drop(ThreadBuffer* tb, uint64_t heads) {
   tb->dropped.store(tb->dropped.load(std::memory_order_relaxed) + heads, std::memory_order_relaxed);
@@ -122,7 +133,7 @@ NameRef wide_name(ThreadBuffer* tb, const wchar_t* s) {
 
 int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
   int level = tb->depth[domain % ThreadBuffer::kDepthSlots]++;
-  Record r{k(Kind::kPush), 0, domain, 0, now_ns(), attr, payload};
+  Record r{k(Kind::kPush), 0, domain, 0, stamp(tb), attr, payload};
   write_unit(tb, name, &r, 1);
   return level;
 }
@@ -131,14 +142,14 @@ int record_pop(ThreadBuffer* tb, uint16_t domain) {
   int32_t& depth = tb->depth[domain % ThreadBuffer::kDepthSlots];
   if (depth <= 0) return -1;
   int level = --depth;
-  Record r{k(Kind::kPop), 0, domain, 0, now_ns(), 0, 0};
+  Record r{k(Kind::kPop), 0, domain, 0, stamp(tb), 0, 0};
   write_unit(tb, NameRef{}, &r, 1);
   return level;
 }
 
 uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
   uint64_t id = next_range_id();
-  uint64_t ts = now_ns();
+  uint64_t ts = stamp(tb);
   Record recs[2] = {Record{k(Kind::kStart), 0, domain, 0, ts, id, attr},
                     Record{k(Kind::kPayload), 0, domain, 0, ts, attr, payload}};
   write_unit(tb, name, recs, has_payload(attr) ? 2 : 1);
@@ -146,7 +157,7 @@ uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, ui
 }
 
 void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id) {
-  Record r{k(Kind::kEnd), 0, domain, 0, now_ns(), range_id, 0};
+  Record r{k(Kind::kEnd), 0, domain, 0, stamp(tb), range_id, 0};
   write_unit(tb, NameRef{}, &r, 1);
 }
 
@@ -161,17 +172,17 @@ void record_range(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64
 bool program_marks_steps() { return g_program_steps.load(std::memory_order_relaxed); }
 
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
-  Record r{k(Kind::kMark), 0, domain, 0, now_ns(), attr, payload};
+  Record r{k(Kind::kMark), 0, domain, 0, stamp(tb), attr, payload};
   write_unit(tb, name, &r, 1);
 }
 
 void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source) {
-  Record r{k(Kind::kThreadName), 0, 0, 0, now_ns(), os_tid, source};
+  Record r{k(Kind::kThreadName), 0, 0, 0, stamp(tb), os_tid, source};
   write_unit(tb, name, &r, 1);
 }
 
 void record_thread_start(ThreadBuffer* tb) {
-  Record r{k(Kind::kThreadStart), 0, 0, 0, now_ns(), tb->is_main ? 1u : 0u, 0};
+  Record r{k(Kind::kThreadStart), 0, 0, 0, stamp(tb), tb->is_main ? 1u : 0u, 0};
   write_unit(tb, NameRef{}, &r, 1);
   char name[17] = {};
   if (prctl(PR_GET_NAME, name, 0, 0, 0) == 0) record_thread_name(tb, 0, ascii_name(name), /*source=*/1);
@@ -179,7 +190,7 @@ void record_thread_start(ThreadBuffer* tb) {
 
 bool record_plain(ThreadBuffer* tb, const wire::Record& r) {
   Record copy = r;
-  copy.ts = now_ns();
+  copy.ts = stamp(tb);
   return write_unit(tb, NameRef{}, &copy, 1);
 }
 
@@ -207,7 +218,7 @@ bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t
     count_drop(tb, heads);
     return false;
   }
-  uint64_t ts = now_ns();
+  uint64_t ts = stamp(tb);
   uint64_t at = put_string(tb->ring, 0, id, text, len, ts);
   if (follow != nullptr) {
     wire::store_record(tb->ring.slot(at), follow->kind, follow->extra, follow->domain, follow->name, ts, follow->a,

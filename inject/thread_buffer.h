@@ -21,6 +21,7 @@ struct ThreadBuffer {
   AddressCache addresses;      // in front of `intern` for C strings passed again
   uint64_t next_wake = 0;      // head position that wakes the flusher next
   sem_t* wake = nullptr;       // the flusher's semaphore
+  uint64_t last_ts = 0;        // the latest time stamped on this thread's records (recorder.cpp)
   static constexpr uint32_t kDepthSlots = 64;
   int32_t depth[kDepthSlots] = {};  // push/pop nesting per domain (id mod kDepthSlots)
   char scratch[wire::kMaxStringBytes];  // UTF-8 of wide NVTX strings

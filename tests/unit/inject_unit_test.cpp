@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "inject/clock.h"
 #include "inject/recorder.h"
 #include "inject/ring_buffer.h"
 #include "inject/string_intern.h"
@@ -156,6 +157,45 @@ TEST_CASE("recorder interns names, writes units whole and counts drops") {
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
 }
+
+#if defined(__x86_64__)
+// The clock read steps back where now_ns() changes from the TSC map to clock_gettime
+// (here a map 1 s ahead, then one being replaced): the thread's records do not.
+TEST_CASE("recorder: a thread's records never go back in time, even when its clock does") {
+  sem_t wake;
+  sem_init(&wake, 0, 0);
+  ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
+  REQUIRE(tb != nullptr);
+  ti::PublishedTscMap& map = ti::g_tsc_map;
+  const uint32_t saved_seq = map.seq.load();
+  const uint64_t saved[3] = {map.base_tsc.load(), map.base_ns.load(), map.mult.load()};
+  map.seq.store(saved_seq | 1);
+  map.base_tsc.store(__rdtsc());
+  map.base_ns.store(ti::monotonic_ns() + 1'000'000'000);
+  map.mult.store(uint64_t{1} << 31);  // half a nanosecond per tick: any rate will do
+  map.seq.store((saved_seq | 1) + 1);
+  ti::record_push(tb, 0, ti::ascii_name("ahead"), 0, 0);
+  const uint64_t ahead = ti::now_ns();
+  map.seq.store((saved_seq | 1) + 2);  // odd: being replaced, so clock_gettime, 1 s behind
+  const uint64_t behind = ti::now_ns();
+  ti::record_pop(tb, 0);
+  ti::record_mark(tb, 0, ti::ascii_name("tick"), 0, 0);
+  map.base_tsc.store(saved[0]);
+  map.base_ns.store(saved[1]);
+  map.mult.store(saved[2]);
+  map.seq.store(saved_seq);
+  CHECK(behind + 900'000'000 < ahead);  // the clock did step back
+  std::vector<uint64_t> times;
+  for (uint64_t pos = tb->ring.consumer_tail(); pos < tb->ring.consumer_head(); pos += 1 + tb->ring.at(pos).extra) {
+    if (tb->ring.at(pos).kind != static_cast<uint8_t>(tw::Kind::kString)) times.push_back(tb->ring.at(pos).ts);
+  }
+  REQUIRE(times.size() == 3);  // push, pop, mark
+  CHECK(times[1] >= times[0]);
+  CHECK(times[2] >= times[1]);
+  ti::destroy_thread_buffer(tb);
+  sem_destroy(&wake);
+}
+#endif
 
 TEST_CASE("names passed again from the same address: id by comparing the bytes, never by address alone") {
   sem_t wake;
