@@ -314,7 +314,7 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
   if (at_close && thread.empty_closed) throw Refusal{"a range starts at the nanosecond an empty one ended"};
   if (ts <= thread.last_call_end) throw Refusal{"a range starts inside an API call or as one ends"};
   if (!thread.start_ends.empty()) [[unlikely]]
-    settle(thread, tid, ts);
+    settle_if_due(thread, tid, ts);
   thread.calls.clear();
   NameState& n = begin_event(r, thread, ts, r.a);
   const uint64_t seq = thread.seq++;
@@ -336,7 +336,7 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
   const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
   touch(thread, ts);
   if (!thread.start_ends.empty()) [[unlikely]]
-    settle(thread, tid, ts);
+    settle_if_due(thread, tid, ts);
   auto& stack = thread.stack;
   if (stack.empty() || stack.back().domain != r.domain || stack.back().start_end) {
     for (const Open& o : stack) {

@@ -159,6 +159,7 @@ struct Thread {
   size_t next_start_end = 0;
   std::vector<uint32_t> open_start_ends;
   int64_t start_end_passed = std::numeric_limits<int64_t>::min();  // latest boundary passed
+  int64_t settle_at = std::numeric_limits<int64_t>::min();  // the next boundary, as settle() left it
 };
 
 // One pass over one connection's frames. The first pass (`steps` null) counts every
@@ -366,6 +367,11 @@ class ConnPass {
   // ranges as pushes and pops at those times would. A boundary at `ts` itself, or one
   // passed already, would leave the order to interval nesting's ties: refused.
   void settle(Thread& t, uint32_t tid, int64_t ts);
+
+  // settle() for a push or pop: most come between two boundaries, where it has nothing to do.
+  void settle_if_due(Thread& t, uint32_t tid, int64_t ts) {
+    if (ts <= t.start_end_passed || ts >= t.settle_at) settle(t, tid, ts);
+  }
 
   // An API call: no start/end range may begin or end inside it.
   void settle_call(Thread& t, uint32_t tid, int64_t start, int64_t end);

@@ -87,11 +87,17 @@ void ConnPass::settle(Thread& t, uint32_t tid, int64_t ts) {
   for (;;) {
     const StartEnd* next = t.next_start_end < t.start_ends.size() ? &all[t.start_ends[t.next_start_end]] : nullptr;
     const StartEnd* top = t.open_start_ends.empty() ? nullptr : &all[t.open_start_ends.back()];
-    if (next == nullptr && top == nullptr) return;
+    if (next == nullptr && top == nullptr) {
+      t.settle_at = kNever;
+      return;
+    }
     const int64_t open_at = next != nullptr ? next->start : kNever;
     const int64_t close_at = top != nullptr ? top->end : kNever;
     const int64_t at = std::min(open_at, close_at);
-    if (at > ts || at == kNever) return;
+    if (at > ts || at == kNever) {
+      t.settle_at = at;
+      return;
+    }
     if (at == ts) throw Refusal{"a start/end range begins or ends at the nanosecond of another record of its thread"};
     // At one nanosecond, a range ends before the next begins. (Interval nesting holds
     // one that lasts no time in the one ending: the same figures, since it holds

@@ -251,6 +251,10 @@ TEST_CASE("stream_table: refuses what only the full analysis handles") {
   Slots at_push;  // a start/end range that ends at the nanosecond a range begins
   at_push.str(1, "a").str(2, "r").rec(Kind::kStart, 2, 900, 7).rec(Kind::kEnd, 0, 1000, 7).push(1, 1000).pop(1100);
   CHECK(refusal(capture("stream_at_push.tprof", at_push)).find("nanosecond") != std::string::npos);
+  Slots at_later_push;  // the same, the range's end already known when a push before it was read
+  at_later_push.str(1, "a").str(2, "r").rec(Kind::kStart, 2, 900, 7).rec(Kind::kEnd, 0, 1000, 7).push(1, 950)
+      .pop(980).push(1, 1000).pop(1100);
+  CHECK(refusal(capture("stream_at_later_push.tprof", at_later_push)).find("nanosecond") != std::string::npos);
   Slots api;
   api.str(1, "cudaLaunchKernel").api(1, 1000, 1100, 5);
   CHECK(refusal(capture("stream_api.tprof", api)) == "(accepted)");
