@@ -197,6 +197,7 @@ bool record_plain(ThreadBuffer* tb, const wire::Record& r) {
 void record_api(ThreadBuffer* tb, wire::Kind kind, uint16_t cbid, const NameRef& name, uint64_t enter,
                 uint64_t exit, uint64_t correlation) {
   Record r{k(kind), 0, cbid, 0, enter, exit, correlation};
+  if (exit > tb->last_ts) tb->last_ts = exit;  // what the thread records next comes after the call
   write_unit(tb, name, &r, 1);
 }
 

@@ -192,6 +192,19 @@ TEST_CASE("recorder: a thread's records never go back in time, even when its clo
   REQUIRE(times.size() == 3);  // push, pop, mark
   CHECK(times[1] >= times[0]);
   CHECK(times[2] >= times[1]);
+  drain(tb);
+  // An API call's times are read around the call: what the thread records after it
+  // comes after its end.
+  const uint64_t exit = ti::now_ns() + 2'000'000'000;
+  ti::record_api(tb, tw::Kind::kCudaRuntime, 211, ti::ascii_name("cudaLaunchKernel"), exit - 1000, exit, 7);
+  ti::record_push(tb, 0, ti::ascii_name("after"), 0, 0);
+  const uint64_t tail = tb->ring.consumer_tail();
+  std::vector<uint64_t> after;
+  for (uint64_t pos = tail; pos < tb->ring.consumer_head(); pos += 1 + tb->ring.at(pos).extra) {
+    if (tb->ring.at(pos).kind == static_cast<uint8_t>(tw::Kind::kPush)) after.push_back(tb->ring.at(pos).ts);
+  }
+  REQUIRE(after.size() == 1);
+  CHECK(after[0] >= exit);
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
 }
