@@ -136,7 +136,6 @@ std::vector<Event> ConnPass::markers() const {
   std::vector<Event> events;
   for (const Candidate* c : found) {
     Event& e = events.emplace_back();
-    e.name = names[static_cast<size_t>(c - candidates_.data())];
     e.kind = c->mark ? EventKind::kMark : EventKind::kRange;
     e.tid = c->tid;
     e.start_ns = c->start;

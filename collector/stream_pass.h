@@ -206,8 +206,13 @@ class ConnPass {
   // The text an event of string `id` is named by once every frame has been read.
   std::string final_text(uint32_t id) const;
 
-  // The step markers among the candidates, as events in find_markers' order.
+  // The step markers among the candidates, as events in find_markers' order, unnamed:
+  // the steps made of them need their kind and times only.
   std::vector<Event> markers() const;
+
+  // A second pass over the same frames meets as many string ids: its names are sized
+  // for them at once.
+  void expect_names(size_t count) { names_.resize(std::min(count, size_t{kMaxStringId})); }
 
   // What the full analysis makes of a range of string `id` in `domain`: a PyTorch op
   // when the message parses as one (any message in the ops domain), else nothing.

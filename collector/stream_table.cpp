@@ -113,6 +113,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       Process markers;
       std::vector<Step> steps;
       std::vector<StartEnd> start_ends;
+      size_t name_count = 0;
       {  // the first pass's names and rows are let go before the second
         ConnPass first(conn, p, marker, nullptr);
         read_frames(reader, conn, first);
@@ -135,6 +136,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
           steps.back().action = StepAction::kRecordAndSave;
         }
         start_ends = first.take_start_ends();
+        name_count = first.names().size();
       }
       if (!markers.events_list.empty()) {
         for (const Event& e : markers.events_list) {
@@ -145,6 +147,7 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
         steps = steps_of_markers(markers, order, options.schedule);
       }
       ConnPass second(conn, p, marker, &steps, &start_ends);
+      second.expect_names(name_count);
       read_frames(reader, conn, second);
       add_rows(second, options.group_by_input_shape, rows);
       out.passes = 2;
