@@ -168,7 +168,7 @@ if [[ $have_uftrace == 1 ]]; then
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)
   row hot uftrace_added "$uf_add" ns/call "uftrace record on a -pg build, median, $(spread "$uf_min" "$uf_max"); $(calc "$uf_bytes / ($calls * 2)") B/event on disk; torchprof's pair x$(calc "$tpb / $uf_add") of it, its slowest round x$(calc "$tpb_max / $uf_min") uftrace's fastest"
 else
-  row hot uftrace_added 95 ns/call "uftrace not installed: REFERENCE.md's figure (15.5 B/event)"
+  row hot uftrace_added 95 ns/call "uftrace not installed (apt-get install uftrace): REFERENCE.md's figure (15.5 B/event)"
 fi
 
 # ---------- 2. end to end ----------
