@@ -86,6 +86,8 @@ while pos + 16 <= len(d):
     t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
 print(n)' "$1"
 }
+# table_calls DIR: the calls of DIR/table.txt's rows, added up
+table_calls() { awk '$NF ~ /^[0-9]+$/ { n += $NF } END { print n + 0 }' "$1/table.txt"; }
 # med NAME BASE: "MEDIAN MIN MAX" of the `NAME value unit` lines of the rounds' files
 # $work/BASE1 ... $work/BASE$rounds
 med() {
@@ -122,12 +124,22 @@ fi
 # memory throughout, where the default array of 2^20 events wraps and is reused).
 floor_all=1024
 while ((floor_all < pairs * 2)); do floor_all=$((floor_all * 2)); done
+# A run ten times longer, where the start (the first 20 ms read the clock with
+# clock_gettime, until the TSC is calibrated) and the first touch of fresh memory
+# weigh little: the floor reuses its 16 MiB array, torchprof a 16 MiB ring that the
+# flusher drains as it goes (what a long program sees with TORCHPROF_BUFFER_KB=16384).
+steady_pairs=$((pairs * 10))
 for ((i = 1; i <= rounds; ++i)); do
   NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc$i"
   FLOOR_EVENTS=$floor_all NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 \
     >"$work/floor_rdtsc_all$i"
   rm -rf "$work/hot1big"
   TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big$i"
+  NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$steady_pairs" 1 >"$work/floor_steady$i"
+  rm -rf "$work/hot_steady"
+  TORCHPROF_BUFFER_KB=16384 tool --table-only -o "$work/hot_steady" -- "$bb/nvtx_pairs" "$steady_pairs" 1 \
+    >"$work/tp_steady$i"
+  echo "ranges $(table_calls "$work/hot_steady")" >>"$work/tp_steady$i"
   if [[ $have_uftrace == 1 ]]; then
     (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none$i")  # its gmon.out stays in $work
     rm -rf "$work/uftrace.data"
@@ -154,6 +166,10 @@ row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_min" "
 row hot floor_rdtsc_holds_all "$fra" ns/pair "same, its array holding every record ($floor_all events, no reuse); median, $(spread "$fra_min" "$fra_max")"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
 row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_min" "$tpb_max"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc, x$(calc "$tpb / $fra") floor_rdtsc_holds_all; dropped $(summary dropped "$work/hot1big")"
+read -r fs fs_min fs_max <<<"$(med pair_ns floor_steady)"
+read -r tps tps_min tps_max <<<"$(med pair_ns tp_steady)"
+row hot floor_rdtsc_long "$fs" ns/pair "the rdtsc floor over $steady_pairs pairs, its 16 MiB array reused; median, $(spread "$fs_min" "$fs_max")"
+row hot torchprof_steady "$tps" ns/pair "$steady_pairs pairs, a 16 MiB ring drained as it goes: x$(calc "$tps / $fs") floor_rdtsc_long; median, $(spread "$tps_min" "$tps_max"); ranges recorded $(val "$work/tp_steady$rounds" ranges) of $((steady_pairs + 1))"
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
