@@ -87,10 +87,6 @@ void ConnPass::settle(Thread& t, uint32_t tid, int64_t ts) {
   for (;;) {
     const StartEnd* next = t.next_start_end < t.start_ends.size() ? &all[t.start_ends[t.next_start_end]] : nullptr;
     const StartEnd* top = t.open_start_ends.empty() ? nullptr : &all[t.open_start_ends.back()];
-    if (next == nullptr && top == nullptr) {
-      t.settle_at = kNever;
-      return;
-    }
     const int64_t open_at = next != nullptr ? next->start : kNever;
     const int64_t close_at = top != nullptr ? top->end : kNever;
     const int64_t at = std::min(open_at, close_at);

@@ -519,18 +519,16 @@ class TraceWriter {
 
   void args(const Event& e) {
     annotation_ids();
-    if (const EventTags* tags = e.tags) {
-      if (!tags->domain.empty()) {
-        out_ += ", \"domain\": ";
-        json::append_string(out_, tags->domain);
-      }
-      if (tags->category != 0) {
-        out_ += ", \"category\": ";
-        if (tags->category_name.empty()) {
-          json::append_uint(out_, tags->category);
-        } else {
-          json::append_string(out_, tags->category_name);
-        }
+    if (const Name domain = e.domain(); !domain.empty()) {
+      out_ += ", \"domain\": ";
+      json::append_string(out_, domain);
+    }
+    if (const uint32_t category = e.category(); category != 0) {
+      out_ += ", \"category\": ";
+      if (const Name text = e.category_name(); text.empty()) {
+        json::append_uint(out_, category);
+      } else {
+        json::append_string(out_, text);
       }
     }
     payload(e);
