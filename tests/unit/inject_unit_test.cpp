@@ -3,10 +3,14 @@
 // exact drop counting, and the TSC clock's calibration.
 #include <doctest/doctest.h>
 #include <semaphore.h>
+#include <sys/mman.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,6 +117,52 @@ TEST_CASE("ring buffer wraps and reports room exactly") {
     for (int i = 0; i < 6; ++i) CHECK(r.at(tail + static_cast<uint64_t>(i)).a == static_cast<uint64_t>(round * 10 + i));
     r.release_to(tail + 6);
   }
+}
+
+// The VmFlags of the mapping holding `p`, from /proc/self/smaps ("" when not found).
+static std::string vm_flags_at(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      inside = at >= lo && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line + " ";
+    }
+  }
+  return {};
+}
+
+TEST_CASE("a ring of 8 MiB or more is asked for 2 MiB pages; a smaller one is not") {
+  sem_t wake;
+  sem_init(&wake, 0, 0);
+  ti::ThreadBuffer* big = ti::create_thread_buffer(/*buffer_kb=*/8192, /*tid=*/1, /*is_main=*/true, &wake);
+  ti::ThreadBuffer* small = ti::create_thread_buffer(/*buffer_kb=*/1024, /*tid=*/2, /*is_main=*/false, &wake);
+  REQUIRE(big != nullptr);
+  REQUIRE(small != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(big->ring.storage()) % (uintptr_t{2} << 20) == 0);
+  CHECK(big->ring.capacity() == (uint64_t{8} << 20) / tw::kSlotSize);
+  // Whether this kernel takes the hint at all: asked of a mapping of our own.
+  void* probe = mmap(nullptr, size_t{4} << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(probe != MAP_FAILED);
+  const bool kernel_takes_it = madvise(probe, size_t{4} << 20, MADV_HUGEPAGE) == 0;
+  munmap(probe, size_t{4} << 20);
+  const std::string big_flags = vm_flags_at(big->ring.storage());
+  const std::string small_flags = vm_flags_at(small->ring.storage());
+  REQUIRE_FALSE(big_flags.empty());
+  REQUIRE_FALSE(small_flags.empty());
+  if (kernel_takes_it) {
+    CHECK(big_flags.find(" hg ") != std::string::npos);
+  } else {
+    MESSAGE("this kernel refuses MADV_HUGEPAGE: the ring's flags are not checked");
+  }
+  CHECK(small_flags.find(" hg ") == std::string::npos);
+  ti::destroy_thread_buffer(small);
+  ti::destroy_thread_buffer(big);
+  sem_destroy(&wake);
 }
 
 TEST_CASE("recorder interns names, writes units whole and counts drops") {
