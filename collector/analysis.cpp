@@ -173,10 +173,12 @@ void assign_events(Process& proc) {
 
 }  // namespace
 
-StepLocator::StepLocator(const std::vector<Step>& steps) : steps_(steps), furthest_end_(steps.size()) {
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const int64_t end = steps[k].start_ns + steps[k].dur_ns;
-    furthest_end_[k] = k == 0 ? end : std::max(end, furthest_end_[k - 1]);
+StepLocator::StepLocator(const std::vector<Step>& steps) : steps_(steps) { extend(); }
+
+void StepLocator::extend() {
+  for (size_t k = furthest_end_.size(); k < steps_.size(); ++k) {
+    const int64_t end = steps_[k].start_ns + steps_[k].dur_ns;
+    furthest_end_.push_back(k == 0 ? end : std::max(end, furthest_end_[k - 1]));
   }
 }
 

@@ -67,6 +67,9 @@ class StepLocator {
  public:
   explicit StepLocator(const std::vector<Step>& steps);
   int32_t step_of(int64_t t, std::ptrdiff_t& cursor, bool restart) const;
+  // Takes in steps appended to the vector since the last call (or construction), each
+  // starting no earlier than those before it; cursors stay valid.
+  void extend();
 
  private:
   const std::vector<Step>& steps_;

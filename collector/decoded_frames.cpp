@@ -25,7 +25,7 @@ void DecodedFrames::decode(size_t k, Frame& into) {
             decode_frame(body_.data(), body_.size(), dctx_.get(), scratch_, into.header, into.raw);
 }
 
-const DecodedFrames::Frame* DecodedFrames::next() {
+DecodedFrames::Frame* DecodedFrames::next() {
   if (handed_ == frames_.size()) return nullptr;
   if (!thread_.joinable()) {
     decode(handed_++, ring_[0]);

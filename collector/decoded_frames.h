@@ -45,8 +45,9 @@ class DecodedFrames {
   DecodedFrames& operator=(const DecodedFrames&) = delete;
 
   // The next frame in order, or nullptr after the last. It stays valid until the next
-  // call. Rethrows what decoding threw (memory exhausted).
-  const Frame* next();
+  // call, and the caller may take its `raw` (swapping in another vector: decoding resizes
+  // whatever it finds there). Rethrows what decoding threw (memory exhausted).
+  Frame* next();
 
   static constexpr size_t kAhead = 4;           // frames decoded but not yet handed out, at most
   static constexpr size_t kThreadedFrames = 4;  // from this many frames on, a thread decodes

@@ -27,6 +27,17 @@ ConnPass::ConnPass(const ConnInput& conn, size_t process, const std::regex& mark
   if (known_start_ends_ != nullptr) deal_start_ends();
 }
 
+ConnPass::ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const ConnPass& scan)
+    : conn_(conn),
+      process_(process),
+      marker_(marker),
+      follow_(true),
+      steps_(&own_steps_),
+      known_start_ends_(&scan.start_ends_),
+      gpu_decoder_(gpu_scratch_, static_cast<int64_t>(conn.hello.real_ns - conn.hello.mono_ns)) {
+  locator_ = std::make_unique<StepLocator>(own_steps_);
+}
+
 void ConnPass::frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw) {
   Thread& thread = threads_[fh.tid];
   if (fh.seq > thread.next_seq) lost_frames_ += fh.seq - thread.next_seq;
@@ -39,6 +50,10 @@ void ConnPass::frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& ra
 }
 
 void ConnPass::finish() {
+  if (scan_) {
+    finish_scan();
+    return;
+  }
   if (known_start_ends_ == nullptr) finish_start_ends();
   for (auto& [tid, thread] : threads_) {
     if (thread.next_start_end < thread.start_ends.size() || !thread.open_start_ends.empty()) {
@@ -70,16 +85,18 @@ void ConnPass::finish() {
   gpu_decoder_.finish();
 }
 
-void ConnPass::report(Process& proc) const {
+void ConnPass::report(Process& proc, const ConnPass* scan) const {
   uint64_t thread_dropped = 0;
   for (const auto& [tid, thread] : threads_) thread_dropped += thread.dropped;
   proc.dropped += std::max<uint64_t>(conn_.bye ? conn_.bye->dropped : 0, thread_dropped);
   uint64_t unknown = 0;
   for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
   proc.warnings.insert(proc.warnings.end(), gpu_scratch_.warnings.begin(), gpu_scratch_.warnings.end());
+  // A scan counted the start/end ranges that never ended; this pass, the ranges.
+  const size_t waiting_ends = (scan != nullptr ? scan->pairing_ : pairing_).waiting_ends();
+  const uint64_t unterminated = unterminated_ + (scan != nullptr ? scan->unterminated_ : 0);
   add_decode_warnings(conn_,
-                      {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, pairing_.waiting_ends(), unterminated_,
-                       unknown},
+                      {bad_frames_, cut_records_, lost_frames_, unmatched_pops_, waiting_ends, unterminated, unknown},
                       proc);
   if (unmatched_gpu_ > 0) {
     proc.warnings.push_back(std::to_string(unmatched_gpu_) +
@@ -357,7 +374,10 @@ NameState& ConnPass::begin_event(const wire::Record& r, Thread& thread, int64_t 
   const int64_t ts = in_order(thread, record_epoch_ns(conn_.hello, r.ts));
   NameState& n = begin_event(r, thread, ts, r.a);
   const uint64_t seq = thread.seq++;
-  if (steps_ == nullptr && maybe_marker(r.name, n)) candidate(tid, seq, ts, r.name, r.domain, true);
+  if (steps_ == nullptr && maybe_marker(r.name, n)) {
+    const int32_t c = candidate(tid, seq, ts, r.name, r.domain, true);
+    if (ahead_) decide(c);
+  }
   ++events_;
 }
 
@@ -373,7 +393,10 @@ void ConnPass::close_top(Thread& thread, uint32_t tid, int64_t end) {
   const uint16_t domain = o.domain;
   if (end < o.child_end) throw Refusal{"an API call ends after the range around it"};
   if (o.at_close && end == start) throw Refusal{"an empty range starts at the nanosecond another ended"};
-  if (o.candidate >= 0) candidates_[o.candidate].end = end;
+  if (o.candidate >= 0) [[unlikely]] {
+    candidates_[o.candidate].end = end;
+    if (ahead_) decide(o.candidate);
+  }
   stack.pop_back();
   if (!stack.empty()) stack.back().children += dur;
   if (!counted(step)) return;
@@ -382,6 +405,119 @@ void ConnPass::close_top(Thread& thread, uint32_t tid, int64_t end) {
   ++st.calls;
   st.total_ns += dur;
   st.self_ns += self;
+}
+
+void ConnPass::scan(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw) {
+  const uint32_t tid = fh.tid;
+  Thread& thread = threads_[tid];
+  // Only what finds the markers and start/end ranges: a range stack of candidates, the
+  // names and domains, the pairing and the threads' latest times (image_end()). What
+  // the following pass checks and counts is left to it.
+  for_each_record(raw, [&](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
+    switch (static_cast<wire::Kind>(r.kind)) {
+      case wire::Kind::kPush: {
+        const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
+        touch(thread, ts);
+        const uint64_t seq = thread.seq++;
+        const int32_t cand = maybe_marker(r.name, name(r.name)) ? candidate(tid, seq, ts, r.name, r.domain, false) : -1;
+        Open& o = thread.stack.emplace_back();
+        o.start = ts;
+        o.candidate = cand;
+        o.domain = r.domain;
+        break;
+      }
+      case wire::Kind::kPop: {
+        const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
+        touch(thread, ts);
+        auto& stack = thread.stack;
+        if (stack.empty() || stack.back().domain != r.domain) break;  // unmatched, or refused by the other pass
+        const int32_t cand = stack.back().candidate;
+        stack.pop_back();
+        if (cand >= 0) {
+          candidates_[static_cast<size_t>(cand)].end = ts;
+          decide(cand);
+        }
+        break;
+      }
+      case wire::Kind::kMark: {
+        const int64_t ts = record_epoch_ns(conn_.hello, r.ts);
+        touch(thread, ts);
+        const uint64_t seq = thread.seq++;
+        if (maybe_marker(r.name, name(r.name))) decide(candidate(tid, seq, ts, r.name, r.domain, true));
+        break;
+      }
+      case wire::Kind::kString:
+        define(r, extra, extra_bytes);
+        break;
+      case wire::Kind::kDomain:
+        domains_[r.domain] = r.name;
+        break;
+      case wire::Kind::kThreadStart:
+        touch(thread, record_epoch_ns(conn_.hello, r.ts));
+        break;
+      case wire::Kind::kStart:
+        range_start(r, tid, thread);
+        break;
+      case wire::Kind::kEnd:
+        range_end(r, tid, thread);
+        break;
+      case wire::Kind::kCudaRuntime:
+      case wire::Kind::kCudaDriver: {
+        const int64_t start = record_epoch_ns(conn_.hello, r.ts);
+        const int64_t end = std::max(start, record_epoch_ns(conn_.hello, r.a));
+        touch(thread, start);
+        touch(thread, end);
+        break;
+      }
+      default:
+        break;
+    }
+  });
+}
+
+void ConnPass::decide(int32_t index) {
+  if (!ahead_) return;
+  auto cannot = [this](const char* why) {
+    if (scan_) throw Overtaken{why};
+    ahead_ = false;  // the first pass goes on as one
+  };
+  const Candidate& c = candidates_[static_cast<size_t>(index)];
+  // markers() names a candidate once every frame has been read: its name and its
+  // domain's, written before the events that use them, must be known by now.
+  if (c.id != 0 && !name(c.id).defined) return cannot("a step marker candidate is named later");
+  if (c.domain != 0) {
+    auto it = domains_.find(c.domain);
+    if (it == domains_.end() || (it->second != 0 && !name(it->second).defined)) {
+      return cannot("a step marker candidate's domain is named later");
+    }
+  }
+  if (!std::regex_search(c.mark ? final_text(c.id) : range_name(c.id, c.domain), marker_)) return;
+  if (c.mark) return cannot("a step marker is a mark");
+  Step& s = scanned_steps_.emplace_back();
+  s.start_ns = c.start;
+  s.dur_ns = c.end - c.start;
+}
+
+void ConnPass::finish_scan() {
+  // Ranges never ended end as finish() ends them.
+  for (auto& [tid, thread] : threads_) {
+    while (!thread.stack.empty()) {
+      const Open o = thread.stack.back();
+      thread.stack.pop_back();
+      if (o.candidate >= 0) {
+        candidates_[static_cast<size_t>(o.candidate)].end = std::max(o.start, thread.last_ts);
+        decide(o.candidate);
+      }
+    }
+  }
+  finish_start_ends();
+}
+
+void ConnPass::add_step(const Step& s) {
+  if (s.start_ns <= last_ts_) throw Overtaken{"a step begins before records already counted"};
+  if (!own_steps_.empty() && s.start_ns <= own_steps_.back().start_ns) throw Overtaken{"steps end out of order"};
+  own_steps_.push_back(s);
+  locator_->extend();
 }
 
 }  // namespace torchprof::stream

@@ -35,6 +35,14 @@ struct Refusal {
   std::string why;
 };
 
+// Thrown by a pass that follows a scan (see ConnPass) when the scan finds what
+// changes something it already counted (a step beginning before records it read), and
+// by the scan when it cannot tell a step marker yet: the connection then takes two
+// passes.
+struct Overtaken {
+  const char* why;
+};
+
 // String ids are small and dense (one per distinct name of a process).
 inline constexpr uint32_t kMaxStringId = 1u << 20;
 // Step-marker candidates held by the first pass (a marker regex that matches every
@@ -123,6 +131,7 @@ struct StartEnd {
   uint32_t end_tid = 0;
   uint32_t id = 0;
   uint16_t domain = 0;
+  bool taken = false;  // its step-marker candidate was made when it ended (reading ahead)
 };
 
 struct Open {
@@ -167,14 +176,55 @@ struct Thread {
 // second counts the ranges of recorded steps, with the first pass's start/end ranges.
 // A first pass that met start/end ranges counts nothing that can be used: it could not
 // nest them, since a range's start may be written after what it holds.
+//
+// One read can do both (collector/stream_table.cpp). A first pass reading ahead
+// (read_ahead()) tells step markers as they end. Once it found one, it turns into a
+// scan (become_scan()) that only finds the step markers and start/end ranges; a second
+// pass follows it (the constructor that takes the scan), reading the same frames from
+// the start, each once the steps it falls in are known, and is handed the steps and
+// start/end ranges as the scan finds them.
 class ConnPass {
  public:
   ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps,
            const std::vector<StartEnd>* start_ends = nullptr);
 
+  // A second pass that follows `scan`.
+  ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const ConnPass& scan);
+
   void bad_frame() { ++bad_frames_; }
 
   void frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw);
+
+  // ---- reading ahead: the first pass, then the scan ----
+
+  // A first pass tells step markers as they end (scanned_steps()), until it meets one
+  // it cannot tell yet (reading_ahead() turns false) or stop_reading_ahead().
+  void read_ahead() { ahead_ = true; }
+  bool reading_ahead() const { return ahead_; }
+  void stop_reading_ahead() { ahead_ = false; }
+  // From now on frames go to scan(), not frame(): what the first pass counted is let go.
+  void become_scan() { scan_ = true; }
+  // Reads a frame for step markers and start/end ranges only.
+  void scan(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw);
+  // The step markers told so far, as steps (start and duration), in the order they ended.
+  const std::vector<Step>& scanned_steps() const { return scanned_steps_; }
+  // Start/end ranges read whose end is not yet.
+  size_t open_start_ends() const { return pairing_.open().size(); }
+  // The latest time of a thread's records read so far (the minimum when none).
+  int64_t latest(uint32_t tid) const {
+    auto it = threads_.find(tid);
+    return it == threads_.end() ? std::numeric_limits<int64_t>::min() : it->second.last_ts;
+  }
+
+  // ---- following a scan ----
+
+  // A step the scan found, in the order of their starts: the frames read so far hold
+  // nothing at or after its start.
+  void add_step(const Step& s);
+  // Each thread gets its own start/end ranges in interval-nesting order (a second pass,
+  // from its constructor). Following a scan: those the scan read since the last call,
+  // every one of them ended (the scan's open_start_ends() is 0).
+  void deal_start_ends();
 
   // Ranges never closed end at their thread's last timestamp, as decode closes them.
   // GPU records still waiting for an API call have none: they count in the step
@@ -182,8 +232,8 @@ class ConnPass {
   void finish();
 
   // Warnings, dropped counts and GPU notes, as decode and attribute_gpu() give them
-  // (first pass only).
-  void report(Process& proc) const;
+  // (first pass, or a pass that followed `scan`: the start/end ranges are the scan's).
+  void report(Process& proc, const ConnPass* scan = nullptr) const;
 
   // The process's span as decode and compute_nesting() bound it: its records' earliest
   // and latest times, GPU records' included, and the time of its goodbye; a start of 0
@@ -360,9 +410,6 @@ class ConnPass {
   // them; those named like a step marker are candidates.
   void finish_start_ends();
 
-  // Second pass: each thread gets its own start/end ranges in interval-nesting order.
-  void deal_start_ends();
-
   // A range that ends on another thread is not an interval of either: it holds nothing
   // and nothing holds it.
   void count_start_end(const StartEnd& se, int32_t step);
@@ -383,14 +430,32 @@ class ConnPass {
 
   void close_start_end(Thread& t, uint32_t tid);
 
+  // ---- reading ahead ----
+
+  // A step-marker candidate whose end is known: a step when its name, now defined,
+  // matches (markers()' test). One that cannot be told yet stops a first pass reading
+  // ahead, and throws Overtaken in a scan.
+  void decide(int32_t candidate);
+
+  // A start/end range whose end is now known: its candidate is made now.
+  void complete_start_end(uint32_t index);
+
+  void finish_scan();
+
   void open_start_end(Thread& t, uint32_t tid);
 
   const ConnInput& conn_;
   const size_t process_;
   const std::regex& marker_;
+  bool ahead_ = false;
+  bool scan_ = false;
+  const bool follow_ = false;
+  std::vector<Step> own_steps_;  // following a scan: the steps handed on so far
   const std::vector<Step>* steps_;
   const std::vector<StartEnd>* known_start_ends_;  // second pass: the first pass's
   size_t read_start_ends_ = 0;
+  size_t dealt_start_ends_ = 0;  // those of known_start_ends_ given to their threads
+  std::vector<Step> scanned_steps_;  // reading ahead
   std::vector<StartEnd> start_ends_;                // first pass
   RangePairing pairing_;                            // first pass
   std::unique_ptr<StepLocator> locator_;

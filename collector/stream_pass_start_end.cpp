@@ -16,7 +16,10 @@ void ConnPass::range_start(const wire::Record& r, uint32_t tid, Thread& thread) 
   const uint64_t seq = thread.seq++;
   ++events_;
   if (known_start_ends_ != nullptr) {
-    if (read_start_ends_ >= known_start_ends_->size()) throw Refusal{"the capture changed between passes"};
+    if (read_start_ends_ >= dealt_start_ends_) {
+      if (follow_) throw Overtaken{"a start/end range is read before the scan saw its end"};
+      throw Refusal{"the capture changed between passes"};
+    }
     const StartEnd& se = (*known_start_ends_)[read_start_ends_++];
     if (se.end_tid != se.tid) count_start_end(se, step_of(thread, se.start));
     return;
@@ -32,6 +35,7 @@ void ConnPass::range_start(const wire::Record& r, uint32_t tid, Thread& thread) 
   if (std::optional<RangePairing::End> end = pairing_.start(r.a, index)) {
     se.end = end->ts;
     se.end_tid = end->tid;
+    if (ahead_) complete_start_end(index);
   }
 }
 
@@ -42,6 +46,18 @@ void ConnPass::range_end(const wire::Record& r, uint32_t tid, Thread& thread) {
   if (std::optional<uint32_t> open = pairing_.end(r.a, ts, tid)) {
     start_ends_[*open].end = ts;
     start_ends_[*open].end_tid = tid;
+    if (ahead_) complete_start_end(*open);
+  }
+}
+
+void ConnPass::complete_start_end(uint32_t index) {
+  StartEnd& se = start_ends_[index];
+  if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
+  se.taken = true;
+  if (maybe_marker(se.id, name(se.id))) {
+    const int32_t c = candidate(se.tid, se.seq, se.start, se.id, se.domain, false);
+    candidates_[static_cast<size_t>(c)].end = se.end;
+    decide(c);
   }
 }
 
@@ -50,10 +66,12 @@ void ConnPass::finish_start_ends() {
     StartEnd& se = start_ends_[index];
     se.end = std::max(se.start, image_end());
     ++unterminated_;
+    if (ahead_) complete_start_end(index);
   }
   pairing_.clear_open();
   for (const StartEnd& se : start_ends_) {
     if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
+    if (se.taken) continue;  // its candidate was made when it ended
     if (maybe_marker(se.id, name(se.id))) {
       candidates_[candidate(se.tid, se.seq, se.start, se.id, se.domain, false)].end = se.end;
     }
@@ -62,13 +80,30 @@ void ConnPass::finish_start_ends() {
 
 void ConnPass::deal_start_ends() {
   const auto& all = *known_start_ends_;
-  for (uint32_t i = 0; i < all.size(); ++i) {
-    if (all[i].end_tid == all[i].tid) threads_[all[i].tid].start_ends.push_back(i);
+  auto before = [&all](uint32_t x, uint32_t y) {
+    return all[x].start != all[y].start ? all[x].start < all[y].start : all[x].end > all[y].end;
+  };
+  if (!follow_) {
+    for (uint32_t i = 0; i < all.size(); ++i) {
+      if (all[i].end_tid == all[i].tid) threads_[all[i].tid].start_ends.push_back(i);
+    }
+    for (auto& [tid, thread] : threads_) std::stable_sort(thread.start_ends.begin(), thread.start_ends.end(), before);
+    dealt_start_ends_ = all.size();
+    return;
   }
-  for (auto& [tid, thread] : threads_) {
-    std::stable_sort(thread.start_ends.begin(), thread.start_ends.end(), [&all](uint32_t x, uint32_t y) {
-      return all[x].start != all[y].start ? all[x].start < all[y].start : all[x].end > all[y].end;
-    });
+  // Following a scan: each range joins those of its thread not yet opened, in order.
+  // Its thread must not have read past its start.
+  for (; dealt_start_ends_ < all.size(); ++dealt_start_ends_) {
+    const auto i = static_cast<uint32_t>(dealt_start_ends_);
+    const StartEnd& se = all[i];
+    if (se.end_tid != se.tid) continue;
+    Thread& t = threads_[se.tid];
+    if (se.start <= t.last_ts) throw Overtaken{"a start/end range begins before records already counted"};
+    auto at = t.start_ends.end();
+    const auto first_unopened = t.start_ends.begin() + static_cast<std::ptrdiff_t>(t.next_start_end);
+    while (at != first_unopened && before(i, *(at - 1))) --at;
+    t.start_ends.insert(at, i);
+    t.settle_at = std::min(t.settle_at, se.start);
   }
 }
 

@@ -1,8 +1,10 @@
 #include "collector/stream_table.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,22 +28,134 @@ namespace {
 
 using stream::ConnPass;
 using stream::NameState;
+using stream::Overtaken;
 using stream::Refusal;
 using stream::Rows;
 using stream::StartEnd;
 using stream::Stats;
 
+// A decoded frame held for the pass that follows the scan.
+struct HeldFrame {
+  bool ok = false;
+  wire::FrameHeader header{};
+  std::vector<uint8_t> raw;
+  int64_t latest = std::numeric_limits<int64_t>::min();  // its thread's latest time once it was read
+};
+
+// Frames a first pass reading ahead holds before it tells a step (past this it goes on
+// without them), and frames a scan holds for the pass following it, whether or not the
+// steps they fall in are known (a step found later may then take the connection to two
+// passes).
+constexpr size_t kMaxHeldBytes = size_t{16} << 20;
+
+void feed(ConnPass& pass, const DecodedFrames::Frame& frame) {
+  if (frame.ok) {
+    pass.frame(frame.header, frame.raw);
+  } else {
+    pass.bad_frame();
+  }
+}
+
 // Feeds a connection's frames, decoded in order on this thread, to `pass`.
 void read_frames(CaptureReader& reader, const ConnInput& conn, ConnPass& pass) {
   DecodedFrames frames(reader, conn.frames, DecodedFrames::Mode::kInline);
-  while (const DecodedFrames::Frame* frame = frames.next()) {
-    if (frame->ok) {
-      pass.frame(frame->header, frame->raw);
-    } else {
-      pass.bad_frame();
-    }
-  }
+  while (const DecodedFrames::Frame* frame = frames.next()) feed(pass, *frame);
   pass.finish();
+}
+
+// Reads a connection's frames with its first pass, reading ahead when `ahead`: once
+// the first pass tells a step marker (the step written when it ended, as the Python
+// bootstrap writes them, or the pop of a ProfilerStep range) while it still holds every
+// frame read, it turns into a scan, and a second pass follows it from the first frame,
+// reading each once the steps it falls in are known. Returns that pass once it
+// finished; null when `first` read the whole connection as a first pass. Throws
+// Overtaken when the scan found what the following pass had read past: the connection
+// then takes two passes.
+std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& conn, size_t process,
+                                     const std::regex& marker, const AnalysisOptions& options, ConnPass& first,
+                                     bool ahead) {
+  if (!ahead) {
+    read_frames(reader, conn, first);
+    return nullptr;
+  }
+  DecodedFrames frames(reader, conn.frames, DecodedFrames::Mode::kInline);
+  first.read_ahead();
+  std::unique_ptr<ConnPass> follow;
+  std::deque<HeldFrame> held;
+  std::vector<std::vector<uint8_t>> spare;  // buffers of frames read, to decode into
+  size_t held_bytes = 0;
+  size_t steps = 0;
+  int64_t known_until = std::numeric_limits<int64_t>::min();  // the end of the latest step
+  auto hold = [&](DecodedFrames::Frame& frame) {
+    HeldFrame& h = held.emplace_back();
+    h.ok = frame.ok;
+    h.header = frame.header;
+    h.latest = first.latest(frame.header.tid);
+    h.raw.swap(frame.raw);
+    if (!spare.empty()) {
+      frame.raw.swap(spare.back());
+      spare.pop_back();
+    }
+    held_bytes += h.raw.size();
+  };
+  auto hand_on = [&] {
+    for (; steps < first.scanned_steps().size(); ++steps) {
+      Step s = first.scanned_steps()[steps];
+      s.index = static_cast<int>(steps);
+      s.action = options.schedule ? schedule_action(*options.schedule, s.index) : StepAction::kRecord;
+      known_until = s.start_ns + s.dur_ns;
+      follow->add_step(s);
+    }
+    if (first.open_start_ends() == 0) follow->deal_start_ends();
+  };
+  auto follow_up = [&](bool all) {
+    while (!held.empty()) {
+      HeldFrame& h = held.front();
+      const bool unpaired = first.open_start_ends() != 0;
+      if (unpaired || h.latest > known_until) {
+        if (!all && held_bytes <= kMaxHeldBytes) return;
+        if (unpaired) throw Overtaken{"a start/end range stays open longer than the frames held"};
+      }
+      if (h.ok) {
+        follow->frame(h.header, h.raw);
+      } else {
+        follow->bad_frame();
+      }
+      held_bytes -= h.raw.size();
+      spare.push_back(std::move(h.raw));
+      held.pop_front();
+    }
+  };
+  while (DecodedFrames::Frame* frame = frames.next()) {
+    if (!follow) {
+      feed(first, *frame);
+      if (!first.reading_ahead()) {
+        held.clear();
+        continue;
+      }
+      hold(*frame);
+      if (first.scanned_steps().empty()) {
+        if (held_bytes > kMaxHeldBytes) {
+          first.stop_reading_ahead();
+          held.clear();
+        }
+        continue;
+      }
+      first.become_scan();
+      follow = std::make_unique<ConnPass>(conn, process, marker, first);
+    } else {
+      if (frame->ok) first.scan(frame->header, frame->raw);
+      hold(*frame);
+    }
+    hand_on();
+    follow_up(false);
+  }
+  first.finish();
+  if (!follow) return nullptr;
+  hand_on();
+  follow_up(true);
+  follow->finish();
+  return follow;
 }
 
 // torch renames ProfilerStep#N to ProfilerStep* before grouping; so does analysis.
@@ -85,7 +199,7 @@ void add_rows(const ConnPass& pass, bool group_by_input_shape, Rows& rows) {
 }  // namespace
 
 std::optional<StreamedTable> stream_table(const std::string& capture_path, const AnalysisOptions& options,
-                                          std::string* why) {
+                                          std::string* why, bool read_ahead_steps) {
   const std::regex marker = step_marker_regex(options.step_marker);
   CaptureReader reader(capture_path);
   StreamedTable out;
@@ -115,8 +229,27 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
       std::vector<StartEnd> start_ends;
       size_t name_count = 0;
       {  // the first pass's names and rows are let go before the second
-        ConnPass first(conn, p, marker, nullptr);
-        read_frames(reader, conn, first);
+        std::optional<ConnPass> first_pass;
+        std::unique_ptr<ConnPass> follow;
+        for (bool ahead = read_ahead_steps;;) {
+          first_pass.emplace(conn, p, marker, nullptr);
+          try {
+            follow = first_read(reader, conn, p, marker, options, *first_pass, ahead);
+            break;
+          } catch (const Overtaken&) {
+            ahead = false;  // from the start, in two passes
+          }
+        }
+        if (follow) {  // read once, the steps found as it went
+          follow->report(proc, &*first_pass);
+          if (conn.bye) apply_bye(*conn.bye, proc);
+          run.has_gpu = run.has_gpu || follow->has_gpu();
+          out.events += follow->events();
+          out.gpu_records += follow->gpu_records();
+          add_rows(*follow, options.group_by_input_shape, rows);
+          continue;
+        }
+        ConnPass& first = *first_pass;
         first.report(proc);
         if (conn.bye) apply_bye(*conn.bye, proc);
         run.has_gpu = run.has_gpu || first.has_gpu();

@@ -10,9 +10,11 @@
 // messages among them, as cpu_op rows), CUDA API calls and GPU records: the usual
 // traffic of a program annotated with NVTX, on a GPU or not, and of a Python training
 // run, whose automatic steps are start/end ranges written once they ended. One pass
-// suffices when no name matches the step marker and no start/end range is read;
-// otherwise a first pass finds the steps and collects the start/end ranges (up to 1M),
-// and a second one nests them and aggregates. A capture holding anything else (two
+// suffices when no name matches the step marker and no start/end range is read, or
+// when the steps are found as the capture is read (a scan reads a few frames ahead of
+// the pass that counts, which reads them once it knows their steps); otherwise a first
+// pass finds the steps and collects the start/end ranges (up to 1M), and a second one
+// nests them and aggregates. A capture holding anything else (two
 // images of one process; records whose order on a thread the stack cannot settle, such
 // as a start/end range crossing a push/pop range; GPU records read too long after their
 // API calls) is refused with the reason, and the caller analyses it whole.
@@ -34,12 +36,13 @@ struct StreamedTable {
   Run run;
   uint64_t events = 0;       // timeline events read (ranges, marks, API calls), as decode counts them
   uint64_t gpu_records = 0;  // kernels, copies, memsets and syncs read (decode's gpu_events)
-  int passes = 0;       // 1, or 2 when step markers or start/end ranges were found
+  int passes = 0;  // reads of the capture: 1, or 2 when the steps or start/end ranges needed a read first
 };
 
 // Throws InputError when the file cannot be read as a capture or an option is invalid;
 // nullopt with `why` set when the capture needs the full analysis.
+// `read_ahead_steps` false: steps are always found by a first pass (the tests compare both).
 std::optional<StreamedTable> stream_table(const std::string& capture_path, const AnalysisOptions& options,
-                                          std::string* why);
+                                          std::string* why, bool read_ahead_steps = true);
 
 }  // namespace torchprof
