@@ -34,19 +34,23 @@ using stream::Rows;
 using stream::StartEnd;
 using stream::Stats;
 
-// A decoded frame held for the pass that follows the scan.
+// A frame read and not yet handed to the pass that follows the scan: decoded, or (one
+// read before the first pass turned into the scan) to be decoded again.
 struct HeldFrame {
+  bool decoded = false;
   bool ok = false;
   wire::FrameHeader header{};
   std::vector<uint8_t> raw;
   int64_t latest = std::numeric_limits<int64_t>::min();  // its thread's latest time once it was read
 };
 
-// Frames a first pass reading ahead holds before it tells a step (past this it goes on
-// without them), and frames a scan holds for the pass following it, whether or not the
-// steps they fall in are known (a step found later may then take the connection to two
-// passes).
-constexpr size_t kMaxHeldBytes = size_t{16} << 20;
+// How far a first pass reads ahead before it tells a step (the frames it read are read
+// again, by the pass that follows it, when it does; past this it goes on as a first
+// pass), and the decoded frames a scan holds for the pass following it, whether or not
+// the steps they fall in are known (a step found later may then take the connection to
+// two passes).
+constexpr size_t kMaxReadAheadSlots = (size_t{32} << 20) / wire::kSlotSize;
+constexpr size_t kMaxHeldBytes = size_t{8} << 20;
 
 void feed(ConnPass& pass, const DecodedFrames::Frame& frame) {
   if (frame.ok) {
@@ -65,9 +69,9 @@ void read_frames(CaptureReader& reader, const ConnInput& conn, ConnPass& pass) {
 
 // Reads a connection's frames with its first pass, reading ahead when `ahead`: once
 // the first pass tells a step marker (the step written when it ended, as the Python
-// bootstrap writes them, or the pop of a ProfilerStep range) while it still holds every
-// frame read, it turns into a scan, and a second pass follows it from the first frame,
-// reading each once the steps it falls in are known. Returns that pass once it
+// bootstrap writes them, or the pop of a ProfilerStep range) within its first
+// kMaxReadAheadSlots, it turns into a scan, and a second pass follows it from the first
+// frame, reading each once the steps it falls in are known. Returns that pass once it
 // finished; null when `first` read the whole connection as a first pass. Throws
 // Overtaken when the scan found what the following pass had read past: the connection
 // then takes two passes.
@@ -81,23 +85,16 @@ std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& con
   DecodedFrames frames(reader, conn.frames, DecodedFrames::Mode::kInline);
   first.read_ahead();
   std::unique_ptr<ConnPass> follow;
+  // The frames the first pass read before it turned into the scan, decoded again as the
+  // pass following it reaches them (both decoders are inline: they use the reader in turn).
+  std::vector<FrameRef> read_before;
+  std::optional<DecodedFrames> again;
+  size_t read_slots = 0;
   std::deque<HeldFrame> held;
-  std::vector<std::vector<uint8_t>> spare;  // buffers of frames read, to decode into
+  std::vector<std::vector<uint8_t>> spare;  // buffers of frames handed on, to decode into
   size_t held_bytes = 0;
   size_t steps = 0;
   int64_t known_until = std::numeric_limits<int64_t>::min();  // the end of the latest step
-  auto hold = [&](DecodedFrames::Frame& frame) {
-    HeldFrame& h = held.emplace_back();
-    h.ok = frame.ok;
-    h.header = frame.header;
-    h.latest = first.latest(frame.header.tid);
-    h.raw.swap(frame.raw);
-    if (!spare.empty()) {
-      frame.raw.swap(spare.back());
-      spare.pop_back();
-    }
-    held_bytes += h.raw.size();
-  };
   auto hand_on = [&] {
     for (; steps < first.scanned_steps().size(); ++steps) {
       Step s = first.scanned_steps()[steps];
@@ -116,26 +113,30 @@ std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& con
         if (!all && held_bytes <= kMaxHeldBytes) return;
         if (unpaired) throw Overtaken{"a start/end range stays open longer than the frames held"};
       }
-      if (h.ok) {
-        follow->frame(h.header, h.raw);
+      if (!h.decoded) {
+        feed(*follow, *again->next());
       } else {
-        follow->bad_frame();
+        if (h.ok) {
+          follow->frame(h.header, h.raw);
+        } else {
+          follow->bad_frame();
+        }
+        held_bytes -= h.raw.size();
+        spare.push_back(std::move(h.raw));
       }
-      held_bytes -= h.raw.size();
-      spare.push_back(std::move(h.raw));
       held.pop_front();
     }
   };
-  while (DecodedFrames::Frame* frame = frames.next()) {
+  size_t k = 0;  // the frame's index in conn.frames
+  for (DecodedFrames::Frame* frame = frames.next(); frame != nullptr; frame = frames.next(), ++k) {
     if (!follow) {
       feed(first, *frame);
-      if (!first.reading_ahead()) {
-        held.clear();
-        continue;
-      }
-      hold(*frame);
+      if (!first.reading_ahead()) continue;
+      HeldFrame& h = held.emplace_back();
+      h.latest = first.latest(frame->header.tid);
+      read_slots += conn.frames[k].slots;
       if (first.scanned_steps().empty()) {
-        if (held_bytes > kMaxHeldBytes) {
+        if (read_slots > kMaxReadAheadSlots) {
           first.stop_reading_ahead();
           held.clear();
         }
@@ -143,9 +144,21 @@ std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& con
       }
       first.become_scan();
       follow = std::make_unique<ConnPass>(conn, process, marker, first);
+      read_before.assign(conn.frames.begin(), conn.frames.begin() + static_cast<std::ptrdiff_t>(k + 1));
+      again.emplace(reader, read_before, DecodedFrames::Mode::kInline);
     } else {
       if (frame->ok) first.scan(frame->header, frame->raw);
-      hold(*frame);
+      HeldFrame& h = held.emplace_back();
+      h.decoded = true;
+      h.ok = frame->ok;
+      h.header = frame->header;
+      h.latest = first.latest(frame->header.tid);
+      h.raw.swap(frame->raw);
+      if (!spare.empty()) {
+        frame->raw.swap(spare.back());
+        spare.pop_back();
+      }
+      held_bytes += h.raw.size();
     }
     hand_on();
     follow_up(false);

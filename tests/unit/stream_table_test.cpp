@@ -591,7 +591,7 @@ TEST_CASE("stream_table: the first step found past the frames held: two passes")
   b.chunk(ChunkType::kHello, 1, hello(10));
   uint64_t ts = 1000;
   uint32_t seq = 0;
-  constexpr int kFrames = 20;  // of 1 MiB: past what is held
+  constexpr int kFrames = 34;  // of 1 MiB: past how far a first pass reads ahead
   for (int f = 0; f < kFrames; ++f) {
     Slots s;
     if (f == 0) s.str(1, "fwd").str(2, "ProfilerStep#0");
