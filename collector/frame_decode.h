@@ -34,11 +34,14 @@ bool for_each_record(const std::vector<uint8_t>& raw, Fn&& fn) {
   const size_t n = raw.size() / wire::kSlotSize;
   size_t i = 0;
   while (i < n) {
-    wire::Record r;
-    std::memcpy(&r, raw.data() + i * wire::kSlotSize, sizeof r);
-    const size_t extra = r.extra;
+    const uint8_t* slot = raw.data() + i * wire::kSlotSize;
+    // The walk reads `extra` from the frame itself: read back from the copy just made,
+    // one byte of a 16-byte store, it waited on store forwarding every record.
+    const size_t extra = slot[offsetof(wire::Record, extra)];
     if (i + 1 + extra > n) return false;
-    fn(r, raw.data() + (i + 1) * wire::kSlotSize, extra * wire::kSlotSize);
+    wire::Record r;
+    std::memcpy(&r, slot, sizeof r);
+    fn(r, slot + wire::kSlotSize, extra * wire::kSlotSize);
     i += 1 + extra;
   }
   return true;
