@@ -86,7 +86,7 @@ size_t nest_thread(std::vector<Event>& events, size_t begin, Span& span, bool& s
 }
 
 // Step markers of a process in order of appearance (start time, then position).
-std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker) {
+std::vector<int32_t> find_markers(const Process& proc, const StepMarker& marker) {
   // The regex runs once per name; a small direct-mapped table in front of the map
   // answers most events without hashing.
   std::unordered_map<Name, bool> matches;
@@ -102,7 +102,7 @@ std::vector<int32_t> find_markers(const Process& proc, const std::regex& marker)
     Cached& c = cache[(reinterpret_cast<uintptr_t>(name.id()) >> 4) & 255];
     if (c.id != name.id() || c.id == nullptr) {
       auto [it, fresh] = matches.try_emplace(name, false);
-      if (fresh) it->second = std::regex_search(name.str(), marker);
+      if (fresh) it->second = marker.matches(name.str());
       c = {name.id(), it->second};
     }
     if (c.match) markers.push_back(static_cast<int32_t>(i));
@@ -202,12 +202,20 @@ std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_
   return steps;
 }
 
-std::regex step_marker_regex(const std::string& pattern) {
+StepMarker::StepMarker(const std::string& pattern) {
   try {
-    return std::regex(pattern, std::regex::ECMAScript);
+    regex_ = std::regex(pattern, std::regex::ECMAScript);
   } catch (const std::regex_error& err) {
     throw InputError("invalid step marker regex '" + pattern + "': " + err.what());
   }
+  // ECMAScript's special characters; `^` (without the multiline flag) anchors at the start.
+  if (pattern.starts_with('^') && pattern.find_first_of("^$\\.*+?()[]{}|", 1) == std::string::npos) {
+    prefix_ = pattern.substr(1);
+  }
+}
+
+bool StepMarker::matches(const std::string& name) const {
+  return prefix_ ? name.starts_with(*prefix_) : std::regex_search(name, regex_);
 }
 
 void sort_events(std::vector<Event>& events) {
@@ -268,7 +276,7 @@ void compute_nesting(Process& proc) {
 }
 
 void compute_steps(Process& proc, const AnalysisOptions& options) {
-  proc.steps = steps_of_markers(proc, find_markers(proc, step_marker_regex(options.step_marker)),
+  proc.steps = steps_of_markers(proc, find_markers(proc, StepMarker(options.step_marker)),
                                 options.schedule);
   assign_events(proc);
 }

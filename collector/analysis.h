@@ -57,8 +57,19 @@ inline bool recorded(StepAction a) { return a == StepAction::kRecord || a == Ste
 std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_t>& markers,
                                    const std::optional<Schedule>& schedule);
 
-// The step-marker option as a regex; throws InputError when it is not one.
-std::regex step_marker_regex(const std::string& pattern);
+// The step-marker option: an ECMAScript regex searched for in range and mark names. A
+// pattern that is `^` and plain text (the default, "^ProfilerStep#") is tested as the
+// prefix it is, without running the regex: a run may have a step name per step.
+class StepMarker {
+ public:
+  // Throws InputError when `pattern` is not a regex.
+  explicit StepMarker(const std::string& pattern);
+  bool matches(const std::string& name) const;
+
+ private:
+  std::regex regex_;
+  std::optional<std::string> prefix_;
+};
 
 // Which step an event starting at t belongs to: the one whose interval holds t, the
 // later one on ties; -1 none. `cursor` carries the search from one call to the next of

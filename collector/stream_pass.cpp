@@ -15,7 +15,7 @@
 
 namespace torchprof::stream {
 
-ConnPass::ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps,
+ConnPass::ConnPass(const ConnInput& conn, size_t process, const StepMarker& marker, const std::vector<Step>* steps,
                    const std::vector<StartEnd>* start_ends)
     : conn_(conn),
       process_(process),
@@ -27,7 +27,7 @@ ConnPass::ConnPass(const ConnInput& conn, size_t process, const std::regex& mark
   if (known_start_ends_ != nullptr) deal_start_ends();
 }
 
-ConnPass::ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const ConnPass& scan)
+ConnPass::ConnPass(const ConnInput& conn, size_t process, const StepMarker& marker, const ConnPass& scan)
     : conn_(conn),
       process_(process),
       marker_(marker),
@@ -144,7 +144,7 @@ std::vector<Event> ConnPass::markers() const {
   std::vector<std::string> names;  // as the full analysis names them (an op range by its op)
   for (const Candidate& c : candidates_) names.push_back(c.mark ? final_text(c.id) : range_name(c.id, c.domain));
   for (size_t i = 0; i < candidates_.size(); ++i) {
-    if (std::regex_search(names[i], marker_)) found.push_back(&candidates_[i]);
+    if (marker_.matches(names[i])) found.push_back(&candidates_[i]);
   }
   std::sort(found.begin(), found.end(),
             [](const Candidate* x, const Candidate* y) { return std::tie(x->tid, x->seq) < std::tie(y->tid, y->seq); });
@@ -300,9 +300,9 @@ void ConnPass::use_domain(uint16_t domain) {
 
 [[gnu::noinline]] bool ConnPass::matches_marker(uint32_t id) const {
   const std::string text = final_text(id);
-  if (std::regex_search(text, marker_)) return true;
+  if (marker_.matches(text)) return true;
   std::optional<OpInfo> op = parse_op_message(text, /*require_fields=*/false);
-  return op && std::regex_search(op->name, marker_);
+  return op && marker_.matches(op->name);
 }
 
 int32_t ConnPass::candidate(uint32_t tid, uint64_t seq, int64_t ts, uint32_t id, uint16_t domain, bool mark) {
@@ -491,7 +491,7 @@ void ConnPass::decide(int32_t index) {
       return cannot("a step marker candidate's domain is named later");
     }
   }
-  if (!std::regex_search(c.mark ? final_text(c.id) : range_name(c.id, c.domain), marker_)) return;
+  if (!marker_.matches(c.mark ? final_text(c.id) : range_name(c.id, c.domain))) return;
   if (c.mark) return cannot("a step marker is a mark");
   Step& s = scanned_steps_.emplace_back();
   s.start_ns = c.start;

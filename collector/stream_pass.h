@@ -185,11 +185,11 @@ struct Thread {
 // start/end ranges as the scan finds them.
 class ConnPass {
  public:
-  ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const std::vector<Step>* steps,
+  ConnPass(const ConnInput& conn, size_t process, const StepMarker& marker, const std::vector<Step>* steps,
            const std::vector<StartEnd>* start_ends = nullptr);
 
   // A second pass that follows `scan`.
-  ConnPass(const ConnInput& conn, size_t process, const std::regex& marker, const ConnPass& scan);
+  ConnPass(const ConnInput& conn, size_t process, const StepMarker& marker, const ConnPass& scan);
 
   void bad_frame() { ++bad_frames_; }
 
@@ -446,7 +446,7 @@ class ConnPass {
 
   const ConnInput& conn_;
   const size_t process_;
-  const std::regex& marker_;
+  const StepMarker& marker_;
   bool ahead_ = false;
   bool scan_ = false;
   const bool follow_ = false;

@@ -76,7 +76,7 @@ void read_frames(CaptureReader& reader, const ConnInput& conn, ConnPass& pass) {
 // Overtaken when the scan found what the following pass had read past: the connection
 // then takes two passes.
 std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& conn, size_t process,
-                                     const std::regex& marker, const AnalysisOptions& options, ConnPass& first,
+                                     const StepMarker& marker, const AnalysisOptions& options, ConnPass& first,
                                      bool ahead) {
   if (!ahead) {
     read_frames(reader, conn, first);
@@ -213,7 +213,7 @@ void add_rows(const ConnPass& pass, bool group_by_input_shape, Rows& rows) {
 
 std::optional<StreamedTable> stream_table(const std::string& capture_path, const AnalysisOptions& options,
                                           std::string* why, bool read_ahead_steps) {
-  const std::regex marker = step_marker_regex(options.step_marker);
+  const StepMarker marker(options.step_marker);
   CaptureReader reader(capture_path);
   StreamedTable out;
   Run& run = out.run;

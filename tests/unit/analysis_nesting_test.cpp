@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <regex>
+#include <string>
+#include <vector>
+
 #include "collector/analysis.h"
 #include "formats/outputs.h"
 
@@ -164,6 +168,22 @@ TEST_CASE("steps: no markers make one implicit step; a custom regex picks marker
 
   custom.step_marker = "([";
   CHECK_THROWS_AS(analyse(run, custom), InputError);
+}
+
+TEST_CASE("steps: a marker pattern that is a plain prefix matches as the regex does; others run the regex") {
+  const std::vector<std::string> patterns = {"^ProfilerStep#", "^ProfilerStep#[0-9]+$", "ProfilerStep", "^a.b",
+                                             "^a\\.b", "^x|y", "^", "^(x)", "^a+", "^a?b", "^[ab]", "^a{2}", "^a$"};
+  const std::vector<std::string> names = {"ProfilerStep#0", "ProfilerStep#12", "my ProfilerStep#1", "ProfilerStep",
+                                          "axb", "a.b", "y", "yx", "x", "", "aab", "b", "a", "aa", "ab"};
+  for (const std::string& pattern : patterns) {
+    const StepMarker marker(pattern);
+    const std::regex re(pattern, std::regex::ECMAScript);
+    for (const std::string& name : names) {
+      INFO(pattern << " on '" << name << "'");
+      CHECK(marker.matches(name) == std::regex_search(name, re));
+    }
+  }
+  CHECK_THROWS_AS(StepMarker("^Profiler(Step"), InputError);
 }
 
 TEST_CASE("steps: a process ending inside RECORD still closes its cycle") {
