@@ -270,6 +270,19 @@ Stats& ConnPass::side_stats(int32_t& index) {
 Stats& ConnPass::range_stats(uint32_t id, uint16_t domain) {
   if (domain == 0) [[likely]]
     return names_[id].range;
+  return domain_stats(id, domain);
+}
+
+Stats& ConnPass::domain_stats(uint32_t id, uint16_t domain) {
+  // A name's first other domain has a slot (the bootstrap's steps and ops, a step name
+  // each, are in one); the rare name used in two other domains falls back on the map.
+  int32_t& slot = names_[id].domain_range;
+  if (slot < 0) {
+    slot = static_cast<int32_t>(domain_slots_.size());
+    domain_slots_.push_back({id, domain, {}});
+  }
+  DomainRange& d = domain_slots_[static_cast<size_t>(slot)];
+  if (d.domain == domain) return d.stats;
   return domain_ranges_[(uint64_t{id} << 16) | domain];
 }
 

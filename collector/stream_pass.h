@@ -72,6 +72,8 @@ struct NameState {
   int8_t marker = -1;           // regex match of the text: -1 not evaluated yet
   int32_t api = -1;             // CUDA API calls: index in ConnPass::side_stats_, -1 none
   int32_t kernel = -1;          // kernels recorded under this (mangled) name: likewise
+  int32_t domain_range = -1;    // its ranges in the first domain other than the default one
+                                // it was counted in: index in ConnPass::domain_slots_
   Stats range;                  // NVTX ranges of this name
 };
 
@@ -270,7 +272,14 @@ class ConnPass {
 
   std::string range_name(uint32_t id, uint16_t domain) const;
 
-  // Ranges in domains other than the default one, by (string id << 16 | domain).
+  // Ranges in domains other than the default one: a name's first such domain
+  // (NameState::domain_range), then any other by (string id << 16 | domain).
+  struct DomainRange {
+    uint32_t id = 0;
+    uint16_t domain = 0;
+    Stats stats;
+  };
+  const std::vector<DomainRange>& domain_slots() const { return domain_slots_; }
   const std::unordered_map<uint64_t, Stats>& domain_ranges() const { return domain_ranges_; }
   const std::vector<NameState>& names() const { return names_; }
   // A name's API call or kernel row (NameState::api, ::kernel): none when `index` is -1.
@@ -331,6 +340,7 @@ class ConnPass {
   // The default domain's ranges are counted by name; others by name and domain (the
   // domain decides whether a range is a PyTorch op).
   Stats& range_stats(uint32_t id, uint16_t domain);
+  Stats& domain_stats(uint32_t id, uint16_t domain);
 
   NameState& name(uint32_t id) {
     if (id < names_.size()) [[likely]]
@@ -470,6 +480,7 @@ class ConnPass {
   GpuDecoder gpu_decoder_;
   std::vector<StackNode> nodes_;
   std::unordered_map<StackNode, int32_t, StackNodeHash> node_index_;
+  std::vector<DomainRange> domain_slots_;
   std::unordered_map<uint64_t, Stats> domain_ranges_;
   Launches launches_;
   std::unordered_map<uint64_t, std::vector<GpuUse>> waiting_gpu_;

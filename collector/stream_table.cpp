@@ -202,6 +202,9 @@ void add_rows(const ConnPass& pass, bool group_by_input_shape, Rows& rows) {
     rows.add("cuda_api", event_row_name(text), api);
     if (kernel.calls != 0) rows.add("kernel", demangle(text), kernel, pass.final_text(kernel.mangled));
   }
+  for (const ConnPass::DomainRange& d : pass.domain_slots()) {
+    add_range_row(pass, d.id, d.domain, d.stats, group_by_input_shape, rows);
+  }
   for (const auto& [key, st] : pass.domain_ranges()) {
     add_range_row(pass, static_cast<uint32_t>(key >> 16), static_cast<uint16_t>(key & 0xffff), st,
                   group_by_input_shape, rows);

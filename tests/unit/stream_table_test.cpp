@@ -472,6 +472,7 @@ TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
       .push(10, 1760, 1).pop(1770, 1)  // malformed, in the ops domain: an op named by its message
       .push(7, 1800, 2).pop(1900, 2)   // another domain: an nvtx row
       .push(10, 1910).pop(1920)        // malformed, default domain: an nvtx row
+      .push(10, 1930, 2).pop(1940, 2)  // the same name in a third domain: the same nvtx row
       .pop(2000);
   b.chunk(ChunkType::kFrame, 1, test::frame_body(1, 0, t1));
   Slots gpu;
@@ -493,7 +494,7 @@ TEST_CASE("stream_table: PyTorch op ranges as the full analysis") {
   CHECK(by_name["cpu_op aten::add"].stack == std::vector<std::string>{"train.py(12): step", "train.py(30): main"});
   CHECK(by_name["cpu_op ProfilerStep*"].cuda_total_ns == 60);
   CHECK(by_name["cpu_op aten::relu, seq = oops"].calls == 1);
-  CHECK(by_name["nvtx aten::relu, seq = oops"].calls == 1);
+  CHECK(by_name["nvtx aten::relu, seq = oops"].calls == 2);
   CHECK(by_name["nvtx load, seq = 1"].calls == 1);
 
   options.step_marker = "^ProfilerStep#[0-9]+$";  // the op's name matches, its message does not
