@@ -85,6 +85,8 @@ void load_config() {
   const char* lib = getenv(env::kLib);
   c.lib_path = (lib != nullptr && *lib != '\0') ? strdup(lib) : nullptr;
   c.buffer_kb = read_u32(env::kBufferKb, 1024, 16, 1u << 20);
+  const char* huge = getenv(env::kHugePages);
+  c.huge_pages = huge == nullptr || strcmp(huge, "0") != 0;
   c.flush_ms = read_u32(env::kFlushMs, 20, 1, 60000);
   c.exit_timeout_ms = read_u32(env::kExitTimeoutMs, 2000, 0, 600000);
   const char* encoding = getenv(env::kFrameEncoding);

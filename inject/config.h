@@ -20,6 +20,7 @@ struct Config {
   const char* lib_path = nullptr;   // TORCHPROF_LIB
   LogLevel log_level = LogLevel::kWarn;
   uint32_t buffer_kb = 1024;
+  bool huge_pages = true;           // TORCHPROF_HUGE_PAGES is not "0"
   uint32_t flush_ms = 20;
   uint32_t exit_timeout_ms = 2000;
   bool delta_frames = true;         // TORCHPROF_FRAME_ENCODING is not "raw"

@@ -183,7 +183,8 @@ void Flusher::pump_gpu() {
   if (!gpu_activity_enabled()) return;
   if (gpu_ == nullptr) {
     // A larger ring than a program thread's: CUPTI hands over megabytes at once.
-    gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake);
+    gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake,
+                                config().huge_pages);
     if (gpu_ == nullptr) return;
     pthread_mutex_lock(&ps_->threads_mu);
     ps_->threads.push_back(gpu_);

@@ -100,7 +100,8 @@ ThreadBuffer* acquire_buffer_slow() {
   ProcessState* ps = ensure_state();
   if (ps == nullptr) return nullptr;
   uint32_t tid = static_cast<uint32_t>(gettid());
-  ThreadBuffer* tb = create_thread_buffer(config().buffer_kb, tid, static_cast<int>(tid) == ps->pid, &ps->wake);
+  ThreadBuffer* tb =
+      create_thread_buffer(config().buffer_kb, tid, static_cast<int>(tid) == ps->pid, &ps->wake, config().huge_pages);
   if (tb == nullptr) return nullptr;
   s.buf = tb;
   s.gen = ps->generation;

@@ -12,7 +12,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kHugeRingBytes = size_t{8} << 20;
 }  // namespace
 
-ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake) {
+ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake, bool huge_pages) {
   uint64_t want = (uint64_t{buffer_kb} << 10) / wire::kSlotSize;
   uint64_t slots = 512;  // room for the longest string record and then some
   while (slots * 2 <= want) slots *= 2;
@@ -20,7 +20,7 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
   const size_t bytes = slots * wire::kSlotSize;
   // A large ring is first written page by page as the program records: on 2 MiB pages
   // (where the kernel gives them on request) that is a fault per 2 MiB, not per 4 KiB.
-  const bool huge = bytes >= kHugeRingBytes;
+  const bool huge = huge_pages && bytes >= kHugeRingBytes;
   void* storage = aligned_alloc(huge ? kHugePage : 64, bytes);
   if (huge && storage != nullptr) madvise(storage, bytes, MADV_HUGEPAGE);  // a hint: its failure changes nothing
   if (mem == nullptr || storage == nullptr) {

@@ -44,7 +44,9 @@ struct ThreadBuffer {
 };
 
 // Allocates a buffer with a ring of about `buffer_kb` KiB; nullptr when memory is short.
-ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake);
+// With `huge_pages`, a ring of 8 MiB or more is 2 MiB-aligned and asked for 2 MiB pages.
+ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_main, sem_t* wake,
+                                   bool huge_pages = true);
 void destroy_thread_buffer(ThreadBuffer* tb);
 
 }  // namespace torchprof::inject

@@ -13,6 +13,8 @@ constexpr const char* kLib = "TORCHPROF_LIB";
 constexpr const char* kLogLevel = "TORCHPROF_LOG_LEVEL";
 // Per-thread buffer size in KiB (default 1024).
 constexpr const char* kBufferKb = "TORCHPROF_BUFFER_KB";
+// "0": buffers of 8 MiB or more are not asked for 2 MiB pages (default: they are).
+constexpr const char* kHugePages = "TORCHPROF_HUGE_PAGES";
 // Flush interval of the per-process flusher thread in ms (default 20).
 constexpr const char* kFlushMs = "TORCHPROF_FLUSH_MS";
 // Most time spent flushing at process exit, in ms (default 2000).

@@ -160,6 +160,13 @@ TEST_CASE("a ring of 8 MiB or more is asked for 2 MiB pages; a smaller one is no
     MESSAGE("this kernel refuses MADV_HUGEPAGE: the ring's flags are not checked");
   }
   CHECK(small_flags.find(" hg ") == std::string::npos);
+  // TORCHPROF_HUGE_PAGES=0: not asked.
+  ti::ThreadBuffer* plain = ti::create_thread_buffer(8192, 3, false, &wake, /*huge_pages=*/false);
+  REQUIRE(plain != nullptr);
+  const std::string plain_flags = vm_flags_at(plain->ring.storage());
+  REQUIRE_FALSE(plain_flags.empty());
+  CHECK(plain_flags.find(" hg ") == std::string::npos);
+  ti::destroy_thread_buffer(plain);
   ti::destroy_thread_buffer(small);
   ti::destroy_thread_buffer(big);
   sem_destroy(&wake);
