@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
-#include <regex>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -460,19 +459,11 @@ void ConnPass::scan(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw
         break;
       }
       case wire::Kind::kString:
-        define(r, extra, extra_bytes);
-        break;
       case wire::Kind::kDomain:
-        domains_[r.domain] = r.name;
-        break;
       case wire::Kind::kThreadStart:
-        touch(thread, record_epoch_ns(conn_.hello, r.ts));
-        break;
       case wire::Kind::kStart:
-        range_start(r, tid, thread);
-        break;
       case wire::Kind::kEnd:
-        range_end(r, tid, thread);
+        record(r, extra, extra_bytes, tid, thread);  // as a first pass reads them
         break;
       case wire::Kind::kCudaRuntime:
       case wire::Kind::kCudaDriver: {

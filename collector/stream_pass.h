@@ -12,7 +12,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -449,6 +448,10 @@ class ConnPass {
 
   // A start/end range whose end is now known: its candidate is made now.
   void complete_start_end(uint32_t index);
+
+  // The step-marker candidate of a start/end range whose end is known, when its name
+  // may match: its index, else -1.
+  int32_t start_end_candidate(const StartEnd& se);
 
   void finish_scan();
 

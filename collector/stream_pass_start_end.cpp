@@ -54,11 +54,14 @@ void ConnPass::complete_start_end(uint32_t index) {
   StartEnd& se = start_ends_[index];
   if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
   se.taken = true;
-  if (maybe_marker(se.id, name(se.id))) {
-    const int32_t c = candidate(se.tid, se.seq, se.start, se.id, se.domain, false);
-    candidates_[static_cast<size_t>(c)].end = se.end;
-    decide(c);
-  }
+  if (const int32_t c = start_end_candidate(se); c >= 0) decide(c);
+}
+
+int32_t ConnPass::start_end_candidate(const StartEnd& se) {
+  if (!maybe_marker(se.id, name(se.id))) return -1;
+  const int32_t c = candidate(se.tid, se.seq, se.start, se.id, se.domain, false);
+  candidates_[static_cast<size_t>(c)].end = se.end;
+  return c;
 }
 
 void ConnPass::finish_start_ends() {
@@ -71,10 +74,7 @@ void ConnPass::finish_start_ends() {
   pairing_.clear_open();
   for (const StartEnd& se : start_ends_) {
     if (se.end < se.start) throw Refusal{"a start/end range ends before it starts"};
-    if (se.taken) continue;  // its candidate was made when it ended
-    if (maybe_marker(se.id, name(se.id))) {
-      candidates_[candidate(se.tid, se.seq, se.start, se.id, se.domain, false)].end = se.end;
-    }
+    if (!se.taken) start_end_candidate(se);  // else it was made when the range ended
   }
 }
 

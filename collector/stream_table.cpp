@@ -5,7 +5,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -38,9 +37,7 @@ using stream::Stats;
 // read before the first pass turned into the scan) to be decoded again.
 struct HeldFrame {
   bool decoded = false;
-  bool ok = false;
-  wire::FrameHeader header{};
-  std::vector<uint8_t> raw;
+  DecodedFrames::Frame frame;
   int64_t latest = std::numeric_limits<int64_t>::min();  // its thread's latest time once it was read
 };
 
@@ -113,16 +110,10 @@ std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& con
         if (!all && held_bytes <= kMaxHeldBytes) return;
         if (unpaired) throw Overtaken{"a start/end range stays open longer than the frames held"};
       }
-      if (!h.decoded) {
-        feed(*follow, *again->next());
-      } else {
-        if (h.ok) {
-          follow->frame(h.header, h.raw);
-        } else {
-          follow->bad_frame();
-        }
-        held_bytes -= h.raw.size();
-        spare.push_back(std::move(h.raw));
+      feed(*follow, h.decoded ? h.frame : *again->next());
+      if (h.decoded) {
+        held_bytes -= h.frame.raw.size();
+        spare.push_back(std::move(h.frame.raw));
       }
       held.pop_front();
     }
@@ -150,15 +141,13 @@ std::unique_ptr<ConnPass> first_read(CaptureReader& reader, const ConnInput& con
       if (frame->ok) first.scan(frame->header, frame->raw);
       HeldFrame& h = held.emplace_back();
       h.decoded = true;
-      h.ok = frame->ok;
-      h.header = frame->header;
       h.latest = first.latest(frame->header.tid);
-      h.raw.swap(frame->raw);
+      std::swap(h.frame, *frame);  // the next frame is decoded into a spare buffer
       if (!spare.empty()) {
         frame->raw.swap(spare.back());
         spare.pop_back();
       }
-      held_bytes += h.raw.size();
+      held_bytes += h.frame.raw.size();
     }
     hand_on();
     follow_up(false);
