@@ -7,7 +7,7 @@
 #include "cli/log.h"
 #include "collector/capture_range.h"
 #include "collector/schedule.h"
-#include "formats/check.h"
+#include "pipeline/check.h"
 
 namespace torchprof::cli {
 namespace {

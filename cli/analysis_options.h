@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "formats/outputs.h"
+#include "pipeline/outputs.h"
 
 namespace torchprof::cli {
 

@@ -13,7 +13,7 @@
 #include "cli/errors.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "torchprof_build_info.h"  // generated at configure time (top-level CMakeLists.txt)
 
 namespace torchprof::cli {

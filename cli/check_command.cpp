@@ -5,7 +5,7 @@
 
 #include "cli/errors.h"
 #include "cli/log.h"
-#include "formats/check.h"
+#include "pipeline/check.h"
 
 namespace torchprof::cli {
 

@@ -6,7 +6,7 @@
 
 #include "cli/analysis_options.h"
 #include "cli/command.h"
-#include "formats/diff.h"
+#include "pipeline/diff.h"
 
 namespace torchprof::cli {
 

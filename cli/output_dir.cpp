@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "cli/errors.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof::cli {
 namespace {

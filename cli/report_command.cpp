@@ -9,7 +9,7 @@
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "collector/capture_writer.h"
-#include "formats/check.h"
+#include "pipeline/check.h"
 
 namespace torchprof::cli {
 

@@ -21,7 +21,7 @@
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
 #include "collector/server.h"
-#include "formats/check.h"
+#include "pipeline/check.h"
 
 namespace torchprof::cli {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "cli/analysis_options.h"
 #include "cli/command.h"
-#include "formats/outputs.h"
+#include "pipeline/outputs.h"
 
 namespace torchprof::cli {
 

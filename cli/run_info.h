@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/target_process.h"
-#include "formats/outputs.h"
+#include "pipeline/outputs.h"
 
 namespace torchprof::cli {
 

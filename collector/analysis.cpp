@@ -10,7 +10,7 @@
 
 #include "collector/gpu_analysis.h"
 #include "collector/permutation.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

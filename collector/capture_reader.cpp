@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof {

@@ -19,7 +19,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "formats/outputs.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof {

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "collector/analysis.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

@@ -18,7 +18,6 @@
 #include "collector/op_message.h"
 #include "collector/stream_pass.h"
 #include "collector/stream_rows.h"
-#include "formats/outputs.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof {

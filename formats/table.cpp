@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

@@ -23,7 +23,7 @@
 #include "collector/decode.h"
 #include "collector/server.h"
 #include "collector/stream_table.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/wire/capture_format.h"
 #include "formats/wire/frame_codec.h"
 #include "formats/wire/wire.h"

@@ -3,7 +3,7 @@
 #include "analysis_capture_builder.h"
 #include "collector/capture_reader.h"
 #include "collector/decode.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "collector/analysis.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "formats/check.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
+#include "pipeline/check.h"
 
 namespace torchprof {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "formats/diff.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
+#include "pipeline/diff.h"
 
 namespace torchprof {
 

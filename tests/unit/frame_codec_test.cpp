@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis_capture_builder.h"
 #include "collector/decode.h"
 #include "collector/frame_decode.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/wire/frame_codec.h"
-#include "analysis_capture_builder.h"
 
 namespace torchprof {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "analysis_capture_builder.h"
-#include "formats/outputs.h"
+#include "pipeline/outputs.h"
 
 namespace torchprof {
 

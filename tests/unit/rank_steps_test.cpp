@@ -5,7 +5,7 @@
 #include "collector/analysis.h"
 #include "collector/merge.h"
 #include "collector/rank_steps.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/rank_table.h"
 #include "formats/summary_json.h"
 

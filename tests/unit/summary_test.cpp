@@ -7,8 +7,8 @@
 
 #include "analysis_capture_builder.h"
 #include "collector/analysis.h"
-#include "formats/outputs.h"
 #include "formats/summary_json.h"
+#include "pipeline/outputs.h"
 
 namespace torchprof {
 

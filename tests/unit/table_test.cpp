@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/table.h"
 
 namespace torchprof {

@@ -4,18 +4,13 @@
 #pragma once
 
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "collector/merge.h"
+#include "common/errors.h"
 
 namespace torchprof {
-
-// Unreadable or invalid input (missing file, foreign file, bad option value): exit 2.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct OutputOptions {
   std::string out_dir;                        // summary.json, table.txt, traces/ go here

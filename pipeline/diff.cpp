@@ -1,4 +1,4 @@
-#include "formats/diff.h"
+#include "pipeline/diff.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "collector/analysis.h"
 #include "collector/decode.h"
-#include "formats/outputs.h"
+#include "common/errors.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"
 

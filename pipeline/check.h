@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/diff.h"
 #include "formats/table.h"
+#include "pipeline/diff.h"
 
 namespace torchprof {
 

@@ -1,4 +1,4 @@
-#include "formats/check.h"
+#include "pipeline/check.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "formats/outputs.h"
+#include "common/errors.h"
 
 namespace torchprof {
 

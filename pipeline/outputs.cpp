@@ -1,4 +1,4 @@
-#include "formats/outputs.h"
+#include "pipeline/outputs.h"
 
 #include <unistd.h>
 
@@ -21,8 +21,8 @@
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
 #include "formats/rank_table.h"
-#include "formats/summary_json.h"
 #include "formats/stats.h"
+#include "formats/summary_json.h"
 #include "formats/table.h"
 
 namespace torchprof {
