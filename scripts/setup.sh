@@ -1,15 +1,44 @@
 #!/usr/bin/env bash
-# Installs everything torchprof needs to build and test on Debian/Ubuntu. Safe to run
-# again: apt-get skips what is already installed. Needs root (uses sudo otherwise).
+# Installs what torchprof needs on Debian/Ubuntu. Safe to run again: apt-get skips what is
+# already installed. Needs root (uses sudo otherwise).
+#
+#   scripts/setup.sh            the build packages: enough to build torchprof and profile a program
+#   scripts/setup.sh --tests    those, and what only the tests need (torch, Chromium, clang, man-db)
+#   scripts/setup.sh --list [--tests]   print the packages it would install, install nothing
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config binutils python3
+build_packages=(
+  build-essential cmake ninja-build pkg-config binutils
+  python3  # the test programs' CMake checks for it; torchprof runs Python targets
   libcli11-dev libspdlog-dev libzstd-dev zlib1g-dev doctest-dev nlohmann-json3-dev
+)
+test_packages=(
   python3-torch  # the Python-target tests; torch.profiler is the reference they compare against
   chromium man-db  # test_html loads report.html headless; test_install renders the man pages
   clang libclang-rt-dev  # libFuzzer for fuzz.capture_smoke
 )
+
+usage() {
+  echo "usage: scripts/setup.sh [--tests] [--list]" >&2
+  exit 2
+}
+
+tests=0
+list=0
+for arg in "$@"; do
+  case $arg in
+    --tests) tests=1 ;;
+    --list) list=1 ;;
+    *) usage ;;
+  esac
+done
+
+packages=("${build_packages[@]}")
+((tests)) && packages+=("${test_packages[@]}")
+if ((list)); then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 if [[ $(id -u) -eq 0 ]]; then
   sudo=()

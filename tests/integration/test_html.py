@@ -4,7 +4,7 @@ Chromium: the page's script must finish without errors (it says so in #tp-status
 timeline events and fill the table with table.txt's rows, and a screenshot must show
 more than a blank page.
 
-Chromium is required (scripts/setup.sh installs it); TP_CHROMIUM names another binary.
+Chromium is required (scripts/setup.sh --tests installs it); TP_CHROMIUM names another binary.
 A copy of each screenshot is kept as $TP_TMP_DIR/report_<scenario>.png."""
 
 import html
@@ -29,7 +29,7 @@ def chromium():
     path = os.environ.get("TP_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     check(os.access(path, os.X_OK),
           f"Chromium is required for the report.html test and was not found ({path}); "
-          "install it with scripts/setup.sh (apt-get install chromium) or set TP_CHROMIUM")
+          "install it with scripts/setup.sh --tests (apt-get install chromium) or set TP_CHROMIUM")
     return path
 
 

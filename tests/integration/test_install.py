@@ -1,8 +1,9 @@
 """`cmake --install` gives a relocatable tree: it is installed into a temporary prefix,
 copied elsewhere, and the copy's torchprof-run profiles a program (finding its library
 and Python bootstrap relative to itself). Also: the man pages render without warnings,
-the bash completion offers subcommands and options, --version names the build, and
-colour codes never reach a pipe.
+the bash completion offers subcommands and options, --version names the build,
+colour codes never reach a pipe, and scripts/setup.sh's build packages cover what this
+build used while pulling in none of the test-only ones.
 
 Needs TP_CMAKE (the cmake that configured the build) besides tp.py's variables."""
 
@@ -191,9 +192,74 @@ def no_color_on_pipes():
     check(b"\x1b[" not in result.stderr, "ANSI escape codes on a pipe: " + repr(result.stderr[:300]))
 
 
+SETUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "setup.sh")
+TEST_ONLY = ["python3-torch", "chromium", "clang", "libclang-rt-dev", "man-db"]
+
+
+def setup_list(*args):
+    proc = subprocess.run([SETUP, "--list", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, f"setup.sh --list {' '.join(args)}: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode().split()
+
+
+def package_closure(packages):
+    """The packages apt-get install --no-install-recommends of `packages` may bring."""
+    proc = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
+                           "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances", *packages],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    check_eq(proc.returncode, 0, "apt-cache depends: " + proc.stderr.decode(errors="replace"))
+    return {line.strip().split(":")[0] for line in proc.stdout.decode().splitlines() if not line.startswith(" ")}
+
+
+def build_files():
+    """Files this build was made with: compiler, ninja, the packages CMake found, spdlog/fmt headers."""
+    cache = {}
+    with open(os.path.join(build_dir(), "CMakeCache.txt"), encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.strip().partition("=")
+            if sep and ":" in key:
+                cache[key.split(":")[0]] = value
+    files = [cache["CMAKE_CXX_COMPILER"], cache["CMAKE_C_COMPILER"], cache["CMAKE_MAKE_PROGRAM"],
+             cache["ZLIB_LIBRARY_RELEASE"], "/usr/include/spdlog/spdlog.h", "/usr/include/fmt/core.h"]
+    for key in ("zstd_DIR", "CLI11_DIR", "nlohmann_json_DIR", "doctest_DIR"):
+        configs = glob.glob(os.path.join(cache[key], "*onfig.cmake"))
+        check(configs, f"no package config under {key}={cache[key]}")
+        files.append(configs[0])
+    return [os.path.realpath(f) for f in files]
+
+
+def owner(path):
+    proc = subprocess.run(["dpkg", "-S", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, f"dpkg -S {path}: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode().split(":")[0].strip()
+
+
+def setup_packages():
+    """The README's first command (`scripts/setup.sh`) installs the build packages alone: they bring
+    every package whose files this build used, and none of the test-only ones; `--tests` adds them."""
+    build, tests = setup_list(), setup_list("--tests")
+    check(set(build) < set(tests), f"--tests does not add to the build packages: {build} / {tests}")
+    check_eq(sorted(set(tests) - set(build)), sorted(TEST_ONLY), "test-only packages")
+    with open(os.path.join(os.path.dirname(SETUP), "..", "README.md"), encoding="utf-8") as f:
+        readme = f.read().split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    check(readme[0].startswith("scripts/setup.sh && ") and "demo_train" in readme[0],
+          f"README's first command: {readme[0]!r}")
+    check(readme[1].startswith("scripts/setup.sh --tests && "), f"README's second command: {readme[1]!r}")
+    if shutil.which("apt-cache") is None or shutil.which("dpkg") is None:
+        print("no apt-cache/dpkg: package closure not checked")
+        return
+    closure = package_closure(build)
+    pulled = [p for p in TEST_ONLY if p in closure]
+    check(not pulled, f"the build packages bring test-only packages: {pulled}")
+    missing = {f: owner(f) for f in build_files()}
+    missing = {f: p for f, p in missing.items() if p not in closure}
+    check(not missing, f"files this build used come from packages setup.sh does not bring: {missing}")
+
+
 SCENARIOS = {"relocated_run": relocated_run, "man_pages": man_pages,
              "man_documents_options": man_documents_options, "completion": completion,
-             "version": version, "no_color": no_color_on_pipes}
+             "version": version, "no_color": no_color_on_pipes,
+             "setup_packages": setup_packages}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIOS))
