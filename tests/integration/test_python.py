@@ -1,8 +1,8 @@
 """Python targets under torchprof-run: the start-up bootstrap (PYTHONPATH,
-sitecustomize chaining, no cost, no change in behaviour), one step per
-optimizer.step() for an unmodified torch training loop, the torchprof module, and
-multiprocessing pools. The programs are in tests/programs/py; the interpreter is the
-one running this script (Debian's /usr/bin/python3 with torch through ctest)."""
+sitecustomize chaining, no cost, no change in behaviour), one step per round of
+optimizer steps for an unmodified torch training loop, the
+torchprof module, and multiprocessing pools. The programs are in tests/programs/py;
+the interpreter is the one running this script (Debian's /usr/bin/python3 with torch through ctest)."""
 
 import os
 import subprocess
@@ -138,6 +138,51 @@ def one_step():
 def two_optimizers():
     r = run_py([script("train_loop.py"), "4", "--optimizers", "2"])
     check_steps(r, 4)
+
+
+def phases_per_step(result, count):
+    """Each step holds the start of exactly one "first" and one "second" range of
+    multi_optim.py (one iteration: the ranges close just after their optimizer steps,
+    which end the step)."""
+    steps = sorted(step_events(result), key=lambda ev: float(ev["ts"]))
+    check_eq([ev["name"] for ev in steps], [f"ProfilerStep#{k}" for k in range(count)], "steps in the traces")
+    for phase in ("first", "second"):
+        ranges = tp.all_trace_events(result, ph="X", name=phase)
+        check_eq(len(ranges), count, f"'{phase}' ranges")
+        for step in steps:
+            lo, hi = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+            inside = [ev for ev in ranges if lo <= float(ev["ts"]) < hi]
+            check_eq(len(inside), 1, f"'{phase}' ranges starting in {step['name']} [{lo}, {hi}) us")
+
+
+def gan_steps():
+    # D.step() then G.step() each iteration: one step per iteration, ending at G's.
+    r = run_py([script("multi_optim.py"), "gan", "5"])
+    check_steps(r, 5)
+    phases_per_step(r, 5)
+    plain = run_plain([script("multi_optim.py"), "gan", "5"], env=clean_env(PYTHONPATH=bootstrap_dir()))
+    check_eq(r.stdout, plain.stdout, "stdout with and without torchprof")
+
+
+def critic_steps():
+    # Three critic steps per generator step: one step per generator step.
+    r = run_py([script("multi_optim.py"), "critic", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
+
+
+def nested_step():
+    # One optimizer whose step() calls super().step(), the base class's step hooked too.
+    r = run_py([script("multi_optim.py"), "nested", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
+
+
+def wrapped_optimizer():
+    # An optimizer whose step() steps an inner one: one step per iteration.
+    r = run_py([script("multi_optim.py"), "wrapped", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
 
 
 def no_bootstrap():
@@ -297,7 +342,8 @@ def exception():
           "the traceback is printed")
 
 
-SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, two_optimizers, no_bootstrap, annotations,
+SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, two_optimizers, gan_steps, critic_steps,
+             nested_step, wrapped_optimizer, no_bootstrap, annotations,
              noop_outside, pool_fork, pool_spawn, pool_forkserver, own_sitecustomize, system_sitecustomize,
              no_extra_modules, pythonpath, shebang, exit_code, exception]
 
