@@ -223,7 +223,8 @@ def data_loader_ranges():
     # The fetches cover the samples' sleeps (2 x 10 ms a batch); the epoch ends do not.
     fetches = durations[-LOADER_BATCHES:]
     check(fetches[0] >= ms(BATCH_MS), f"every batch fetch covers its {BATCH_MS} ms of loading: {durations}")
-    check(durations[LOADER_EPOCHS - 1] < ms(BATCH_MS / 2), f"the epoch-ending calls load nothing: {durations}")
+    if durations[LOADER_EPOCHS - 1] >= ms(BATCH_MS / 2):  # a preempted call: run again
+        raise tp.TimingCheckFailed(f"the epoch-ending calls load nothing: {durations}")
     # torch.profiler counts the same calls under the same name.
     plain = run_plain([script("data_loader.py"), "--profiler"] + LOADER_ARGS)
     check_eq(torch_profiler_counts(plain.stdout), {name: LOADER_BATCHES + LOADER_EPOCHS},
