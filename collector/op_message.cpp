@@ -80,17 +80,40 @@ bool take_sizes(std::string_view& text, std::string* out) {
   return true;
 }
 
-// input_op_ids: "[(op,out), ...]", kept only as far as checking its shape.
-bool take_input_op_ids(std::string_view& text) {
-  constexpr std::string_view kAllowed = "0123456789(), ";
-  if (!text.starts_with('[')) return false;
-  const size_t close = text.find(']');
-  if (close == std::string_view::npos) return false;
-  for (char c : text.substr(1, close - 1)) {
-    if (kAllowed.find(c) == std::string_view::npos) return false;
-  }
-  text.remove_prefix(close + 1);
+// A run of decimal digits (with a leading '-' when `signed_ok`); advances `text`.
+bool take_digits(std::string_view& text, bool signed_ok) {
+  size_t n = signed_ok && text.starts_with('-') ? 1 : 0;
+  const size_t digits = n;
+  while (n < text.size() && text[n] >= '0' && text[n] <= '9') ++n;
+  if (n == digits || n - digits > 20) return false;
+  text.remove_prefix(n);
   return true;
+}
+
+// input_op_ids: "[(op,output), ...]", as torch's inputOpIdsToStr writes it; an input
+// that no op produced (a scalar, None, an undefined tensor) is "(0,-1)". Kept only as
+// far as checking its shape.
+bool take_input_op_ids(std::string_view& text) {
+  if (!text.starts_with('[')) return false;
+  text.remove_prefix(1);
+  if (text.starts_with(']')) {
+    text.remove_prefix(1);
+    return true;
+  }
+  for (;;) {
+    if (!text.starts_with('(')) return false;
+    text.remove_prefix(1);
+    if (!take_digits(text, false) || !text.starts_with(',')) return false;
+    text.remove_prefix(1);
+    if (!take_digits(text, true) || !text.starts_with(')')) return false;
+    text.remove_prefix(1);
+    if (text.starts_with(']')) {
+      text.remove_prefix(1);
+      return true;
+    }
+    if (!text.starts_with(kSeparator)) return false;
+    text.remove_prefix(kSeparator.size());
+  }
 }
 
 std::string_view trim(std::string_view s) {

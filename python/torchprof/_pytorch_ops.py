@@ -10,12 +10,10 @@ format (collector/op_message.h parses it):
 
 Two ways to get them:
 
-- CUDA builds of torch, without "stack": torch's own emit_nvtx(record_shapes=...).
-  Every op is an NVTX range from C++, which the injected library records like any
-  other. emit_nvtx's __enter__ synchronises CUDA first; that would initialise CUDA
-  right after `import torch`, before the program picks its device (or forks workers
-  that must not inherit a CUDA context). Nothing is queued on a GPU at that point,
-  so the synchronisation is skipped while the profiler state is switched on.
+- CUDA builds of torch, without "stack": torch's own NVTX profiler, switched on as
+  emit_nvtx(record_shapes=...) switches it on but without its CUDA synchronisation
+  (_nvtx_ops.py). Every op is an NVTX range from C++, which the injected library
+  records like any other.
 - Otherwise (CPU builds, which refuse emit_nvtx, and "stack", which emit_nvtx
   cannot give): a TorchDispatchMode entered on the thread that imported torch. It
   sees the ops that reach the dispatcher below autograd (aten::addmm, aten::mm in
@@ -23,9 +21,12 @@ Two ways to get them:
   thread and on the threads torch hands its thread-local state to. Each op costs a
   Python call; the range goes through torchprof_op_push/pop into the "torchprof.ops"
   domain. Forked children (DataLoader workers) inherit the mode and record into their
-  own process. While the program has a dispatch mode of its own entered, or runs
-  torch.profiler, this mode is off the stack (with it there, torch's profiler would
-  count some ops twice): those ops are not recorded.
+  own process.
+
+Either way the capture steps aside (_holds.py) while the program runs torch.profiler
+or an emit_nvtx of its own (torch allows one profiler per thread; a dispatch mode of
+ours would make torch's profiler count some ops twice), and the dispatch mode while
+the program has a dispatch mode of its own entered: those ops are not recorded.
 
 Nothing here may change what the program computes, prints or returns: any failure
 while building a message records nothing and runs the op as it is.
@@ -35,6 +36,11 @@ import os
 import sys
 import threading
 
+from torchprof._holds import Holds
+from torchprof._nvtx_ops import NvtxCapture
+from torchprof._util import log as _log
+from torchprof._util import replace_attr as _replace
+
 _VAR = "TORCHPROF_PYTORCH_OPS"
 # Frames beyond these are left off the stack (the message stays far below the
 # injected library's longest string).
@@ -42,11 +48,6 @@ _MAX_FRAMES = 32
 _MAX_STACK_CHARS = 4000
 # Programs whose shapes keep changing (variable lengths) start the cache afresh.
 _MAX_CACHED_SHAPES = 4096
-
-
-def _log(message):
-    if os.environ.get("TORCHPROF_LOG_LEVEL", "") in ("trace", "debug"):
-        sys.stderr.write("torchprof: %s\n" % message)
 
 
 def settings(value):
@@ -61,43 +62,21 @@ def install(torch):
     enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
     if not enabled:
         return None
-    if getattr(torch.version, "cuda", None) is not None and not stack:
-        return _emit_nvtx(torch, shapes)
     try:
+        if getattr(torch.version, "cuda", None) is not None and not stack:
+            return NvtxCapture(torch, shapes).start()
         return _DispatchCapture(torch, shapes, stack).start()
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
         _log("no op capture: %s: %s" % (type(e).__name__, e))
         return None
 
 
-def _emit_nvtx(torch, shapes):
-    ctx = torch.autograd.profiler.emit_nvtx(record_shapes=shapes)
-    real_sync = torch.cuda.synchronize
-    torch.cuda.synchronize = lambda *args, **kwargs: None
-    try:
-        ctx.__enter__()
-    except RuntimeError as e:  # e.g. a profiler already on in this thread
-        _log("emit_nvtx not enabled: %s" % e)
-        return None
-    finally:
-        torch.cuda.synchronize = real_sync
-    return ctx
-
-
-def _replace(cls, name, wrapper):
-    """Puts `wrapper` in place of cls.name, looking like what it wraps."""
-    original = getattr(cls, name)
-    for attr in ("__doc__", "__name__", "__qualname__", "__module__"):
-        setattr(wrapper, attr, getattr(original, attr, None))
-    wrapper.__wrapped__ = original
-    setattr(cls, name, wrapper)
-
-
-class _DispatchCapture:
+class _DispatchCapture(Holds):
     """The dispatch mode, the caches its messages are built from, and the hooks that
-    take it off the mode stack while the program uses modes of its own."""
+    take it off the mode stack while the program uses modes or profilers of its own."""
 
     def __init__(self, torch, shapes, stack):
+        super().__init__()
         import torchprof
         from torch.utils import _python_dispatch as dispatch
 
@@ -118,15 +97,11 @@ class _DispatchCapture:
         self._shape_texts = {}  # torch.Size -> "[2, 3]"
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self._skip_dirs = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, here + os.sep)
-        self._thread = threading.get_ident()
-        self._holders = 0      # program modes and profilers active on that thread
-        self._profiles = set()  # ids of the profilers that took us off the stack
-        self._on_stack = False
         self.mode = self._make_mode(dispatch.TorchDispatchMode)
 
     def start(self):
         self._hook_mode_class(self._dispatch.TorchDispatchMode)
-        self._hook_profiler_class(self._torch.autograd.profiler.profile)
+        self.hook_profiler_class(self._torch.autograd.profiler.profile)
         self._enter()
         return self
 
@@ -153,14 +128,17 @@ class _DispatchCapture:
     # The hooked __enter__/__exit__ pass our own mode straight through.
     def _enter(self):
         self.mode.__enter__()
-        self._on_stack = True
+        self._on = True
 
     def _leave(self):
         # Only when ours is the innermost mode: anything else would pop a mode that is
         # not ours.
-        if self._on_stack and self._dispatch._get_current_dispatch_mode() is self.mode:
+        if self._on and self._dispatch._get_current_dispatch_mode() is self.mode:
             self.mode.__exit__(None, None, None)
-            self._on_stack = False
+            self._on = False
+
+    def _can_come_back(self):
+        return self._dispatch._get_current_dispatch_mode() is None
 
     def _hook_mode_class(self, mode_cls):
         """While the program enters a dispatch mode of its own (on the thread ours is
@@ -170,12 +148,12 @@ class _DispatchCapture:
         enter, leave = mode_cls.__enter__, mode_cls.__exit__
 
         def __enter__(mode):
-            if mode is capture.mode or not capture._hold():
+            if mode is capture.mode or not capture.hold():
                 return enter(mode)
             try:
                 return enter(mode)
             except BaseException:
-                capture._release()
+                capture.release()
                 raise
 
         def __exit__(mode, *exc):
@@ -184,56 +162,10 @@ class _DispatchCapture:
             try:
                 return leave(mode, *exc)
             finally:
-                capture._release()
+                capture.release()
 
         _replace(mode_cls, "__enter__", __enter__)
         _replace(mode_cls, "__exit__", __exit__)
-
-    def _hook_profiler_class(self, profile_cls):
-        """torch.profiler (and torch.autograd.profiler.profile) switch the profiler on
-        in profile._start_trace and off in profile.__exit__."""
-        capture = self
-        start, leave = profile_cls._start_trace, profile_cls.__exit__
-
-        def _start_trace(prof):
-            if id(prof) in capture._profiles or not capture._hold():
-                return start(prof)
-            capture._profiles.add(id(prof))
-            try:
-                return start(prof)
-            except BaseException:
-                capture._profiles.discard(id(prof))
-                capture._release()
-                raise
-
-        def __exit__(prof, *exc):
-            try:
-                return leave(prof, *exc)
-            finally:
-                if id(prof) in capture._profiles:
-                    capture._profiles.discard(id(prof))
-                    capture._release()
-
-        _replace(profile_cls, "_start_trace", _start_trace)
-        _replace(profile_cls, "__exit__", __exit__)
-
-    def _hold(self):
-        """Something of the program's wants the stack: ours leaves it. False (and
-        nothing held) on another thread, whose stack ours is not on."""
-        if threading.get_ident() != self._thread:
-            return False
-        if self._holders == 0:
-            self._leave()
-        self._holders += 1
-        return True
-
-    def _release(self):
-        self._holders = max(0, self._holders - 1)
-        if self._holders == 0 and not self._on_stack and self._dispatch._get_current_dispatch_mode() is None:
-            try:
-                self._enter()
-            except Exception as e:  # noqa: BLE001
-                _log("op capture stopped: %s" % e)
 
     # --- messages --------------------------------------------------------------
 

@@ -1,125 +1,225 @@
-"""One step per optimizer.step() for unmodified PyTorch programs.
+"""Automatic steps (one ProfilerStep#k per round of optimizer steps) and the other torch
+hooks of unmodified PyTorch programs.
 
 Installed by the start-up hook (sitecustomize.py) right after the program itself
 has imported torch; importing torch from the hook would slow every Python start-up
 and could initialise CUDA before the program chose its device.
 
-Step k runs from the end of step k-1 to the end of the k-th optimizer.step(); step 0
-starts when the last optimizer is created before it ends (else when torch is
-imported). With several optimizers, the first one to step drives the steps (one
-step per iteration of a GAN-style loop), until it is garbage-collected.
+Which optimizer steps end a step is _step_rule.py's business; this module tells it
+when each optimizer is created and collected and when each outermost step() ends:
 
-Step 0 is held back until the second optimizer.step() (or exit): by then a program
-that marks its own steps (torchprof.step(), or its own ProfilerStep# ranges, which
-the injected library notices) has shown it, and no automatic step gets mixed in.
+- torch >= 2.0: torch.optim.optimizer.register_optimizer_step_pre_hook and
+  register_optimizer_step_post_hook, global hooks that torch's step wrapper
+  (Optimizer.profile_hook_step) calls around every optimizer's step(). They fire for
+  every optimizer, one wrapping another included, and twice for one optimizer whose
+  step() calls its base class's hooked step() (super().step()): a post hook whose call
+  began before the same optimizer's last counted step ended is that outer call, and
+  does not count again.
+- torch 1.x has no such hooks: each optimizer class gets a wrapper around its step(),
+  put on the class once, as torch's own _hook_for_profile puts its wrapper there,
+  with the same rule.
+
+A program that marks its own steps (torchprof.step(), or ProfilerStep# ranges of its
+own, which the injected library notices) gets no automatic ones: the first steps are
+held until the rule has seen two rounds, by when such a program has shown it.
 """
 
 import atexit
 import os
+import threading
 import time
 import weakref
 
 import torchprof
+from torchprof import _step_rule
+from torchprof._util import log, replace_attr
+
+_MAX_OPEN_CALLS = 8  # step() calls of one optimizer still open (an exception leaves one)
 
 
 class _AutoSteps:
     def __init__(self):
         self._exit_registered = False
+        self._keys = {}  # id(optimizer) -> its weakref.finalize (None: no weak references)
+        # Collected optimizers, told to the rule under the lock by the next call: a
+        # finalizer runs whenever the garbage collector does, the lock perhaps held.
+        self._gone = []
+        self.rule = _step_rule.StepRule(self._emit, time.monotonic_ns())
         self.reset()
 
     def reset(self):
-        self.index = 0
-        self.start_ns = time.monotonic_ns()
-        self.held = None  # (start, end) of step 0 until the next step confirms it
-        self.driver = None  # weakref to the optimizer whose steps count
+        self._lock = threading.Lock()
+        self._open = {}      # key -> start times of its step() calls in progress
+        self._last_end = {}  # key -> end of its last counted step
+        self.rule.reset(time.monotonic_ns())
 
-    def optimizer_created(self):
-        if self.index == 0:
-            self.start_ns = time.monotonic_ns()
+    @staticmethod
+    def _emit(index, start_ns, end_ns):
+        if not torchprof._user_steps.called:
+            torchprof._emit_step(index, start_ns, end_ns)
 
-    def optimizer_stepped(self, optimizer):
-        if torchprof._user_steps.called:
-            self.held = None
-            return
-        if not self._is_driver(optimizer):
-            return
-        end = time.monotonic_ns()
-        if self.index == 0:
-            self.held = (self.start_ns, end)
-            self._register_exit()
-        else:
-            self.release_held()
-            torchprof._emit_step(self.index, self.start_ns, end)
-        self.index += 1
-        self.start_ns = end
-
-    def release_held(self):
-        held, self.held = self.held, None
-        if held is not None and not torchprof._user_steps.called:
-            torchprof._emit_step(0, held[0], held[1])
-
-    def _is_driver(self, optimizer):
-        current = self.driver() if self.driver is not None else None
-        if current is None:
+    def _key(self, optimizer):
+        key = id(optimizer)
+        if key not in self._keys:
             try:
-                self.driver = weakref.ref(optimizer)
-            except TypeError:  # no weak references: keep counting every optimizer
-                return True
-            return True
-        return current is optimizer
+                finalizer = weakref.finalize(optimizer, self._collected, key)
+                finalizer.atexit = False
+            except TypeError:  # no weak references: it stays alive for the rule
+                finalizer = None
+            self._keys[key] = finalizer
+        return key
 
-    def _register_exit(self):
-        if not self._exit_registered:
-            self._exit_registered = True
-            atexit.register(self.release_held)
+    def _collected(self, key):
+        self._gone.append(key)
+
+    def _forget_collected(self):
+        while self._gone:
+            key = self._gone.pop()
+            self._keys.pop(key, None)
+            self._open.pop(key, None)
+            self._last_end.pop(key, None)
+            self.rule.collected(key)
+
+    # --- what the hooks call ---------------------------------------------------
+
+    def created(self, optimizer):
+        with self._lock:
+            self._forget_collected()
+            self.rule.created(self._key(optimizer), time.monotonic_ns())
+
+    def entered(self, optimizer):
+        now = time.monotonic_ns()
+        with self._lock:
+            calls = self._open.setdefault(self._key(optimizer), [])
+            calls.append(now)
+            if len(calls) > _MAX_OPEN_CALLS:
+                del calls[0]
+
+    def abandoned(self, optimizer):
+        """step() raised: that call counts for nothing."""
+        with self._lock:
+            calls = self._open.get(self._key(optimizer))
+            if calls:
+                calls.pop()
+
+    def left(self, optimizer):
+        now = time.monotonic_ns()
+        with self._lock:
+            self._forget_collected()
+            key = self._key(optimizer)
+            calls = self._open.get(key)
+            began = calls.pop() if calls else now
+            if self._last_end.get(key, -1) > began:
+                return  # the outer call around a step already counted
+            self._last_end[key] = now
+            if torchprof._user_steps.called:
+                return
+            self.rule.stepped(key, now)
+            if not self._exit_registered:
+                self._exit_registered = True
+                atexit.register(self.flush)
+
+    def flush(self):
+        with self._lock:
+            self._forget_collected()
+            self.rule.flush()
 
 
 _steps = _AutoSteps()
 
 
-def _wrap_init(optimizer_cls):
+def _quietly(fn):
+    """A hook that never raises into the program's step()."""
+
+    def hook(optimizer, *_):
+        try:
+            fn(optimizer)
+        except Exception as e:  # noqa: BLE001
+            log("step hook: %s: %s" % (type(e).__name__, e))
+        return None  # a pre hook returning something would replace step()'s arguments
+
+    return hook
+
+
+def _wrap_class_step(cls):
+    """torch 1.x: our wrapper around cls.step, outside torch's profile_hook_step."""
+    step = cls.step
+    if getattr(step, "_torchprof_step", False):
+        return
+
+    entered, abandoned, left = _quietly(_steps.entered), _quietly(_steps.abandoned), _quietly(_steps.left)
+
+    def wrapper(self, *args, **kwargs):
+        entered(self)
+        try:
+            out = step(self, *args, **kwargs)
+        except BaseException:
+            abandoned(self)
+            raise
+        left(self)
+        return out
+
+    replace_attr(cls, "step", wrapper)
+    wrapper._torchprof_step = True
+    if hasattr(step, "hooked"):
+        wrapper.hooked = step.hooked  # torch's own wrapper stays the only one it adds
+
+
+def _hook_steps(opt_mod):
+    """The version switch: "global hooks" (torch >= 2.0), "class step" (torch 1.x), or
+    None when neither is there."""
+    pre = getattr(opt_mod, "register_optimizer_step_pre_hook", None)
+    post = getattr(opt_mod, "register_optimizer_step_post_hook", None)
+    if pre is not None and post is not None:
+        pre(_quietly(_steps.entered))
+        post(_quietly(_steps.left))
+        return "global hooks"
+    if hasattr(opt_mod.Optimizer, "step"):
+        return "class step"
+    return None
+
+
+def _wrap_init(optimizer_cls, wrap_step):
     original = optimizer_cls.__init__
 
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        _steps.optimizer_created()
+        try:
+            if wrap_step:
+                _wrap_class_step(type(self))
+            _steps.created(self)
+        except Exception as e:  # noqa: BLE001
+            log("optimizer hook: %s: %s" % (type(e).__name__, e))
 
-    for attr in ("__doc__", "__name__", "__qualname__", "__module__"):
-        setattr(__init__, attr, getattr(original, attr, None))
-    __init__.__wrapped__ = original
-    optimizer_cls.__init__ = __init__
-
-
-def _hook_steps(opt_mod):
-    optimizer_cls = opt_mod.Optimizer
-    register = getattr(opt_mod, "register_optimizer_step_post_hook", None)
-    if register is not None:  # torch >= 2.0
-        register(lambda optimizer, args, kwargs: _steps.optimizer_stepped(optimizer))
-        return True
-    # torch 1.x calls Optimizer._optimizer_step_code() after every step(): an empty
-    # method kept as an entry point for profilers.
-    original = getattr(optimizer_cls, "_optimizer_step_code", None)
-    if original is None:
-        return False
-
-    def _optimizer_step_code(self):
-        original(self)
-        _steps.optimizer_stepped(self)
-
-    optimizer_cls._optimizer_step_code = _optimizer_step_code
-    return True
+    replace_attr(optimizer_cls, "__init__", __init__)
 
 
-def install(torch):
-    """Called once torch has been imported (sys.modules['torch'] is `torch`)."""
-    from torch.optim import optimizer as opt_mod
-
-    if not _hook_steps(opt_mod):
-        return
-    _wrap_init(opt_mod.Optimizer)
+def install_steps(opt_mod):
+    how = _hook_steps(opt_mod)
+    if how is None:
+        return None
+    _wrap_init(opt_mod.Optimizer, wrap_step=how == "class step")
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_steps.reset)
     _steps.reset()
+    return how
+
+
+def install(torch):
+    """Called once torch has been imported (sys.modules['torch'] is `torch`). Each part
+    is on its own: one that fails leaves the others."""
+    try:
+        from torch.optim import optimizer as opt_mod
+
+        install_steps(opt_mod)
+    except Exception as e:  # noqa: BLE001
+        log("no automatic steps: %s: %s" % (type(e).__name__, e))
+    try:
+        from torchprof import _data_loader
+
+        _data_loader.install(torch, torchprof._get())
+    except Exception as e:  # noqa: BLE001
+        log("no DataLoader ranges: %s: %s" % (type(e).__name__, e))
     from torchprof import _pytorch_ops
 
     _pytorch_ops.install(torch)

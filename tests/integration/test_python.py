@@ -1,8 +1,8 @@
 """Python targets under torchprof-run: the start-up bootstrap (PYTHONPATH,
-sitecustomize chaining, no cost, no change in behaviour), one step per
-optimizer.step() for an unmodified torch training loop, the torchprof module, and
-multiprocessing pools. The programs are in tests/programs/py; the interpreter is the
-one running this script (Debian's /usr/bin/python3 with torch through ctest)."""
+sitecustomize chaining, no cost, no change in behaviour), one step per round of
+optimizer steps for an unmodified torch training loop, DataLoader ranges, the
+torchprof module, and multiprocessing pools. The programs are in tests/programs/py;
+the interpreter is the one running this script (Debian's /usr/bin/python3 with torch through ctest)."""
 
 import os
 import subprocess
@@ -140,11 +140,117 @@ def two_optimizers():
     check_steps(r, 4)
 
 
+def phases_per_step(result, count):
+    """Each step holds the start of exactly one "first" and one "second" range of
+    multi_optim.py (one iteration: the ranges close just after their optimizer steps,
+    which end the step)."""
+    steps = sorted(step_events(result), key=lambda ev: float(ev["ts"]))
+    check_eq([ev["name"] for ev in steps], [f"ProfilerStep#{k}" for k in range(count)], "steps in the traces")
+    for phase in ("first", "second"):
+        ranges = tp.all_trace_events(result, ph="X", name=phase)
+        check_eq(len(ranges), count, f"'{phase}' ranges")
+        for step in steps:
+            lo, hi = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+            inside = [ev for ev in ranges if lo <= float(ev["ts"]) < hi]
+            check_eq(len(inside), 1, f"'{phase}' ranges starting in {step['name']} [{lo}, {hi}) us")
+
+
+def gan_steps():
+    # D.step() then G.step() each iteration: one step per iteration, ending at G's.
+    r = run_py([script("multi_optim.py"), "gan", "5"])
+    check_steps(r, 5)
+    phases_per_step(r, 5)
+    plain = run_plain([script("multi_optim.py"), "gan", "5"], env=clean_env(PYTHONPATH=bootstrap_dir()))
+    check_eq(r.stdout, plain.stdout, "stdout with and without torchprof")
+
+
+def critic_steps():
+    # Three critic steps per generator step: one step per generator step.
+    r = run_py([script("multi_optim.py"), "critic", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
+
+
+def nested_step():
+    # One optimizer whose step() calls super().step(), the base class's step hooked too.
+    r = run_py([script("multi_optim.py"), "nested", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
+
+
+def wrapped_optimizer():
+    # An optimizer whose step() steps an inner one: one step per iteration.
+    r = run_py([script("multi_optim.py"), "wrapped", "4"])
+    check_steps(r, 4)
+    phases_per_step(r, 4)
+
+
 def no_bootstrap():
     r = run_py([script("train_loop.py"), "4"], options=["--no-python"])
     rows = steps_of(r.summary) if tp.processes_with_events(r.summary) else []
     check(not any(s.get("name", "").startswith("ProfilerStep#") for s in rows),
           f"--no-python: no automatic steps, got {rows}")
+
+
+# ---------------------------------------------------------------------------
+# DataLoader ranges
+
+LOADER_ARGS = ["--epochs", "2", "--samples", "6", "--batch", "2", "--sample-ms", "10"]
+LOADER_BATCHES, LOADER_EPOCHS, BATCH_MS = 6, 2, 20.0
+# The whole run as one step: the automatic steps end at the last optimizer.step(), and
+# the loop's last __next__ call (the one that ends it) comes after.
+WHOLE_RUN = ["--step-marker", "^no step marker$"]
+
+
+def loader_ranges(result, iterator):
+    name = f"enumerate(DataLoader)#{iterator}.__next__"
+    ranges = tp.all_trace_events(result, ph="X", name=name)
+    # One per __next__ call: each batch, and the call that ends each epoch.
+    check_eq(len(ranges), LOADER_BATCHES + LOADER_EPOCHS, f"'{name}' ranges")
+    check(all(ev.get("cat") == "user_annotation" for ev in ranges), "DataLoader ranges are user_annotation")
+    check_eq(tp.op(result.summary, name)["calls"], LOADER_BATCHES + LOADER_EPOCHS, f"calls of {name}")
+    return name, sorted(tp.dur_ns(ev) for ev in ranges)
+
+
+def torch_profiler_counts(stdout):
+    return {line.split()[1]: int(line.split()[2]) for line in stdout.decode().splitlines()
+            if line.startswith("torch.profiler ")}
+
+
+def data_loader_ranges():
+    r = run_py([script("data_loader.py")] + LOADER_ARGS, options=WHOLE_RUN)
+    name, durations = loader_ranges(r, "_SingleProcessDataLoaderIter")
+    # The fetches cover the samples' sleeps (2 x 10 ms a batch); the epoch ends do not.
+    fetches = durations[-LOADER_BATCHES:]
+    check(fetches[0] >= ms(BATCH_MS), f"every batch fetch covers its {BATCH_MS} ms of loading: {durations}")
+    if durations[LOADER_EPOCHS - 1] >= ms(BATCH_MS / 2):  # a preempted call: run again
+        raise tp.TimingCheckFailed(f"the epoch-ending calls load nothing: {durations}")
+    # torch.profiler counts the same calls under the same name.
+    plain = run_plain([script("data_loader.py"), "--profiler"] + LOADER_ARGS)
+    check_eq(torch_profiler_counts(plain.stdout), {name: LOADER_BATCHES + LOADER_EPOCHS},
+             "torch.profiler's rows for the same loop")
+
+
+def data_loader_workers():
+    r = run_py([script("data_loader.py"), "--workers", "2"] + LOADER_ARGS, options=WHOLE_RUN)
+    _, durations = loader_ranges(r, "_MultiProcessingDataLoaderIter")
+    # Two workers load in parallel: the main process waits at least half the loading.
+    check(sum(durations) >= ms(LOADER_BATCHES * BATCH_MS / 2), f"waits for the workers' batches: {durations}")
+
+
+def data_loader_own_profiler():
+    # The program runs torch.profiler itself: one range per call still, and the
+    # program's own profiler sees what it sees alone.
+    args = [script("data_loader.py"), "--profiler"] + LOADER_ARGS
+    r = run_py(args, options=WHOLE_RUN)
+    loader_ranges(r, "_SingleProcessDataLoaderIter")
+    check_eq(r.stdout, run_plain(args).stdout, "stdout (torch.profiler's counts included) with and without torchprof")
+
+
+def data_loader_ops():
+    # With the op capture on (a dispatch mode on this CPU build): one range per call.
+    r = run_py([script("data_loader.py")] + LOADER_ARGS, options=["--pytorch-ops"] + WHOLE_RUN)
+    loader_ranges(r, "_SingleProcessDataLoaderIter")
 
 
 # ---------------------------------------------------------------------------
@@ -297,7 +403,9 @@ def exception():
           "the traceback is printed")
 
 
-SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, two_optimizers, no_bootstrap, annotations,
+SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, two_optimizers, gan_steps, critic_steps,
+             nested_step, wrapped_optimizer, data_loader_ranges, data_loader_workers, data_loader_own_profiler,
+             data_loader_ops, no_bootstrap, annotations,
              noop_outside, pool_fork, pool_spawn, pool_forkserver, own_sitecustomize, system_sitecustomize,
              no_extra_modules, pythonpath, shebang, exit_code, exception]
 

@@ -81,6 +81,48 @@ TEST_CASE("emit_nvtx messages of torch 1.x and 2.x parse into name, seq, op_id a
   CHECK(parsed("aten::zeros, sizes = [[-1, 0]]").input_shapes == "[[-1, 0]]");
 }
 
+// The variants nvtx_observer.cpp's enterNVTX writes through util.cpp's getNvtxStr (torch
+// 1.13 to 2.11): op_id = fn.handle() on every range, record_function's included (their
+// seq is -1, so no seq); with record_shapes, list inputs flattened into sizes
+// (inputSizes(fn, true)) and one input_op_ids pair per input, "(0,-1)" for an input no
+// op produced (a scalar, None, an undefined tensor).
+TEST_CASE("emit_nvtx's format variants: record_function ranges, unproduced inputs, flattened lists") {
+  OpInfo op = parsed("aten::add, seq = 41, op_id = 1207, sizes = [[16, 4], [16, 4], []], "
+                     "input_op_ids = [(1205,0), (1206,0), (0,-1)]");
+  CHECK(op.name == "aten::add");
+  CHECK(op.sequence == 41);
+  CHECK(op.op_id == 1207);
+  CHECK(op.input_shapes == "[[16, 4], [16, 4], []]");
+
+  // A record_function range (DataLoader's, the optimizer's) under emit_nvtx.
+  op = parsed("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, op_id = 88");
+  CHECK(op.name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  CHECK(op.sequence == -1);
+  CHECK(op.op_id == 88);
+  op = parsed("Optimizer.step#SGD.step, op_id = 90, sizes = [[]], input_op_ids = [(0,-1)]");
+  CHECK(op.name == "Optimizer.step#SGD.step");
+  CHECK(op.input_shapes == "[[]]");
+
+  // aten::cat of a tensor list: the list's tensors flattened, then the dim.
+  op = parsed("aten::cat, seq = 7, op_id = 55, sizes = [[2, 3], [4, 3], []], "
+              "input_op_ids = [(50,0), (51,0), (0,-1)]");
+  CHECK(op.input_shapes == "[[2, 3], [4, 3], []]");
+  CHECK(parsed("aten::empty, op_id = 3, sizes = [], input_op_ids = []").input_shapes == "[]");
+
+  const char* malformed[] = {
+      "aten::add, op_id = 1, input_op_ids = [(-1,0)]",   // op ids are unsigned
+      "aten::add, op_id = 1, input_op_ids = [(1,-)]",    // sign without digits
+      "aten::add, op_id = 1, input_op_ids = [(1,0),(2,0)]",  // not torch's separator
+      "aten::add, op_id = 1, input_op_ids = [(1,0), ]",  // empty item
+      "aten::add, op_id = 1, input_op_ids = [(1)]",      // no output number
+      "aten::add, op_id = 1, input_op_ids = [1,0]",      // no parentheses
+  };
+  for (const char* m : malformed) {
+    CAPTURE(m);
+    CHECK_FALSE(parse_op_message(m).has_value());
+  }
+}
+
 TEST_CASE("torchprof's stack field: frames innermost first, to the end of the message") {
   OpInfo op = parsed("aten::addmm, sizes = [[4], [8, 3]], stack = /w/train.py(21): forward; "
                      "/w/train.py(40): <module>");
