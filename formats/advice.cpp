@@ -1,5 +1,6 @@
 #include "formats/advice.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "formats/table.h"

@@ -4,6 +4,8 @@
 // copies, and the recommendations' rules one by one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "collector/analysis.h"
