@@ -32,6 +32,25 @@ int64_t covered(const Intervals& merged, int64_t s, int64_t e) {
   return total;
 }
 
+// What the overview reads of a process: the events and GPU records of the counted steps,
+// the same a trace of those steps holds (formats/kineto_trace.cpp), so that the plugin
+// and HTA would compute the same figures from the trace.
+class Scope {
+ public:
+  Scope(const Process& p, const std::vector<size_t>& ks) : p_(p), counted_(p.steps.size(), false) {
+    for (size_t k : ks) counted_[k] = true;
+  }
+  const Process& process() const { return p_; }
+  bool step(int32_t k) const { return k >= 0 && static_cast<size_t>(k) < counted_.size() && counted_[static_cast<size_t>(k)]; }
+  bool has(const Event& e) const { return step(e.step); }
+  bool has(const GpuEvent& g) const { return step(g.step); }
+  bool op(const GpuEvent& g) const { return is_gpu_op(g) && has(g); }
+
+ private:
+  const Process& p_;
+  std::vector<bool> counted_;
+};
+
 // The steps the overview counts, per process (indices into Process::steps): the recorded
 // steps of processes with step markers, or of every process when none has a marker.
 std::vector<std::vector<size_t>> counted_steps(const Run& run) {
@@ -53,9 +72,11 @@ std::vector<std::vector<size_t>> counted_steps(const Run& run) {
 // --- the breakdown -------------------------------------------------------------------
 
 // The busy intervals of each role, merged, in precedence order (other excluded).
-std::array<Intervals, kPartOther> role_intervals(const Process& p) {
+std::array<Intervals, kPartOther> role_intervals(const Scope& scope) {
+  const Process& p = scope.process();
   std::array<Intervals, kPartOther> roles;
   for (const GpuEvent& g : p.gpu_events) {
+    if (!scope.has(g)) continue;
     if (g.kind == GpuKind::kKernel) roles[kPartKernel].emplace_back(g.start_ns, g.end_ns);
     if (g.kind == GpuKind::kMemcpy) roles[kPartMemcpy].emplace_back(g.start_ns, g.end_ns);
     if (g.kind == GpuKind::kMemset) roles[kPartMemset].emplace_back(g.start_ns, g.end_ns);
@@ -66,6 +87,7 @@ std::array<Intervals, kPartOther> role_intervals(const Process& p) {
   }
   for (size_t i = 0; i < p.events_list.size(); ++i) {
     const Event& e = p.events_list[i];
+    if (!scope.has(e)) continue;
     if (e.kind == EventKind::kCudaRuntime) {
       roles[kPartRuntime].emplace_back(e.start_ns, e.end_ns);
     } else if (e.kind == EventKind::kRange && !marker[i]) {
@@ -76,9 +98,10 @@ std::array<Intervals, kPartOther> role_intervals(const Process& p) {
   return roles;
 }
 
-void add_breakdown(const Process& p, const std::vector<size_t>& ks, const Intervals& windows,
+void add_breakdown(const Scope& scope, const std::vector<size_t>& ks, const Intervals& windows,
                    std::vector<StepBreakdown>& out) {
-  const std::array<Intervals, kPartOther> roles = role_intervals(p);
+  const Process& p = scope.process();
+  const std::array<Intervals, kPartOther> roles = role_intervals(scope);
   std::array<Intervals, kBreakdownParts> parts;
   Intervals slots = merge_intervals(windows);
   for (int r = 0; r < kPartOther; ++r) {
@@ -136,10 +159,11 @@ void add_idle(IdleSplit& split, IdleKind kind, int64_t ns) {
   if (kind == IdleKind::kOther) split.other_ns += ns;
 }
 
-std::vector<Block> device_blocks(const Process& p, uint32_t device) {
+std::vector<Block> device_blocks(const Scope& scope, uint32_t device) {
+  const Process& p = scope.process();
   std::vector<Block> blocks;
   for (const GpuEvent& g : p.gpu_events) {  // in start order
-    if (!is_gpu_op(g) || g.device != device) continue;
+    if (!scope.op(g) || g.device != device) continue;
     const Launch l = launch_of(p, g);
     if (blocks.empty() || g.start_ns > blocks.back().end) {
       blocks.push_back({g.start_ns, g.end_ns, l.known, l.start});
@@ -179,10 +203,11 @@ IdleSplit idle_in(const std::vector<Block>& blocks, int64_t s, int64_t e, int64_
 }
 
 // HTA's per-stream split over the recorded steps' ops of one device.
-std::vector<StreamIdle> stream_idle(const Process& p, uint32_t device, int64_t kernel_wait_ns) {
+std::vector<StreamIdle> stream_idle(const Scope& scope, uint32_t device, int64_t kernel_wait_ns) {
+  const Process& p = scope.process();
   std::map<uint32_t, std::vector<const GpuEvent*>> by_stream;
   for (const GpuEvent& g : p.gpu_events) {
-    if (is_gpu_op(g) && g.device == device && in_recorded_step(p, g)) by_stream[g.stream].push_back(&g);
+    if (scope.op(g) && g.device == device) by_stream[g.stream].push_back(&g);
   }
   std::vector<StreamIdle> out;
   for (const auto& [stream, ops] : by_stream) {
@@ -205,17 +230,18 @@ std::vector<StreamIdle> stream_idle(const Process& p, uint32_t device, int64_t k
   return out;
 }
 
-void add_devices(const Process& p, const Intervals& windows, size_t first_step, const OverviewThresholds& t,
+void add_devices(const Scope& scope, const Intervals& windows, size_t first_step, const OverviewThresholds& t,
                  std::vector<DeviceOverview>& out) {
+  const Process& p = scope.process();
   std::map<uint32_t, Intervals> kernels;
   for (const GpuEvent& g : p.gpu_events) {
-    if (!is_gpu_op(g)) continue;
+    if (!scope.op(g)) continue;
     Intervals& k = kernels[g.device];
     if (g.kind == GpuKind::kKernel) k.emplace_back(g.start_ns, g.end_ns);
   }
   for (auto& [device, kernel_intervals] : kernels) {
     const Intervals merged_kernels = merge_intervals(std::move(kernel_intervals));
-    const std::vector<Block> blocks = device_blocks(p, device);
+    const std::vector<Block> blocks = device_blocks(scope, device);
     DeviceOverview& d = out.emplace_back();
     d.pid = p.pid;
     d.device = device;
@@ -231,7 +257,7 @@ void add_devices(const Process& p, const Intervals& windows, size_t first_step, 
       d.kernel_busy_ns += ds.kernel_busy_ns;
       d.idle += ds.idle;
     }
-    d.streams = stream_idle(p, device, t.kernel_wait_ns);
+    d.streams = stream_idle(scope, device, t.kernel_wait_ns);
   }
 }
 
@@ -263,9 +289,10 @@ struct LaunchSamples {
   std::vector<int64_t> launch, duration, delay;
 };
 
-void add_launches(const Process& p, const OverviewThresholds& t, LaunchStats& s, LaunchSamples& samples) {
+void add_launches(const Scope& scope, const OverviewThresholds& t, LaunchStats& s, LaunchSamples& samples) {
+  const Process& p = scope.process();
   for (const GpuEvent& g : p.gpu_events) {
-    if (g.kind != GpuKind::kKernel || !in_recorded_step(p, g)) continue;
+    if (g.kind != GpuKind::kKernel || !scope.has(g)) continue;
     ++s.kernels;
     s.kernel_ns += g.dur_ns();
     samples.duration.push_back(g.dur_ns());
@@ -294,9 +321,9 @@ const char* direction_of(uint8_t copy_kind) {
 
 constexpr uint8_t kMemoryKindPageable = 1;  // CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE
 
-void add_copies(const Process& p, std::map<std::string, CopyStats>& copies) {
-  for (const GpuEvent& g : p.gpu_events) {
-    if (g.kind != GpuKind::kMemcpy || !in_recorded_step(p, g)) continue;
+void add_copies(const Scope& scope, std::map<std::string, CopyStats>& copies) {
+  for (const GpuEvent& g : scope.process().gpu_events) {
+    if (g.kind != GpuKind::kMemcpy || !scope.has(g)) continue;
     CopyStats& c = copies[g.name.str()];
     c.name = g.name.str();
     c.direction = direction_of(g.copy_kind);
@@ -315,12 +342,10 @@ const char* sync_type_name(uint32_t type) {
   return type < std::size(kTypes) ? kTypes[type] : "synchronization";
 }
 
-void add_syncs(const Process& p, const std::vector<size_t>& ks, std::map<std::string, SyncStats>& syncs,
-               Overview& o) {
-  std::vector<bool> counted(p.steps.size(), false);
-  for (size_t k : ks) counted[k] = true;
+void add_syncs(const Scope& scope, std::map<std::string, SyncStats>& syncs, Overview& o) {
+  const Process& p = scope.process();
   for (const GpuEvent& g : p.gpu_events) {
-    if (g.kind != GpuKind::kSync || g.step < 0 || !counted[static_cast<size_t>(g.step)]) continue;
+    if (g.kind != GpuKind::kSync || !scope.has(g)) continue;
     const std::string name = g.api >= 0 ? p.events_list[static_cast<size_t>(g.api)].name.str()
                                         : std::string(sync_type_name(g.sync_type));
     SyncStats& s = syncs[name];
@@ -393,13 +418,14 @@ std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& p, const s
   Intervals host;
   for (size_t k : ks) host.emplace_back(p.steps[k].start_ns, p.steps[k].start_ns + p.steps[k].dur_ns);
   if (host.empty()) return host;
+  const Scope scope(p, ks);
   // Each step's GPU work: what the CUDA runtime calls wholly inside its host interval launched.
   std::vector<int64_t> dev_min(host.size(), kPlusInf), dev_max(host.size(), kMinusInf);
   std::vector<bool> matched(p.gpu_events.size(), false);
   bool any = false;
   for (size_t i = 0; i < p.gpu_events.size(); ++i) {
     const GpuEvent& g = p.gpu_events[i];
-    if (!is_gpu_op(g) || g.api < 0) continue;
+    if (!scope.op(g) || g.api < 0) continue;
     const Event& api = p.events_list[static_cast<size_t>(g.api)];
     if (api.kind != EventKind::kCudaRuntime) continue;
     auto after = std::upper_bound(host.begin(), host.end(), api.start_ns,
@@ -417,7 +443,7 @@ std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& p, const s
     // GPU work launched outside any step that ends before the first step's own.
     for (size_t i = 0; i < p.gpu_events.size(); ++i) {
       const GpuEvent& g = p.gpu_events[i];
-      if (is_gpu_op(g) && !matched[i] && g.end_ns < dev_min[0]) prev_end = std::max(prev_end, g.end_ns);
+      if (scope.op(g) && !matched[i] && g.end_ns < dev_min[0]) prev_end = std::max(prev_end, g.end_ns);
     }
   }
   Intervals out;
@@ -443,13 +469,14 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
   for (size_t i = 0; i < run.processes.size(); ++i) {
     const Process& p = run.processes[i];
     if (counted[i].empty()) continue;
+    const Scope scope(p, counted[i]);
     const Intervals windows = widened_steps(p, counted[i]);
     const size_t first_step = o.steps.size();
-    add_breakdown(p, counted[i], windows, o.steps);
-    add_devices(p, windows, first_step, thresholds, o.devices);
-    add_launches(p, thresholds, o.launches, samples);
-    add_copies(p, copies);
-    add_syncs(p, counted[i], syncs, o);
+    add_breakdown(scope, counted[i], windows, o.steps);
+    add_devices(scope, windows, first_step, thresholds, o.devices);
+    add_launches(scope, thresholds, o.launches, samples);
+    add_copies(scope, copies);
+    add_syncs(scope, syncs, o);
   }
   for (const StepBreakdown& s : o.steps) {
     o.total_ns += s.dur_ns;

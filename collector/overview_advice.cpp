@@ -115,7 +115,7 @@ void pageable_rule(const Overview& o, std::vector<Recommendation>& out) {
   const double gbps = ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0;
   out.push_back({"pageable_copies",
                  directions + " copies from pageable memory: " + bytes_text(static_cast<double>(bytes)) + " at " +
-                     fmt(gbps, 2, " GB/s") + " (" + std::to_string(calls) + " copies, " + pct_text(pct) +
+                     fmt(gbps, 2, " GB/s") + " (" + std::to_string(calls) + (calls == 1 ? " copy, " : " copies, ") + pct_text(pct) +
                      " of step time): pin the host buffers (pin_memory=True on the DataLoader, "
                      "tensor.pin_memory()) and copy with non_blocking=True",
                  pct, o.thresholds.pageable_pct});

@@ -77,7 +77,7 @@ std::string render_breakdown_text(const BreakdownAverage& b, const BreakdownAver
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], utf8_length(row[c]));
   }
   std::string out = "\nStep time breakdown, average per step (before: " + std::to_string(b.steps) +
-                    " steps, after: " + std::to_string(a.steps) + ")\n";
+                    " steps, after: " + std::to_string(a.steps) + " steps)\n";
   for (const auto& row : table) {
     for (size_t c = 0; c < row.size(); ++c) {
       const size_t pad = widths[c] - utf8_length(row[c]);

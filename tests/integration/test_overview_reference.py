@@ -103,7 +103,7 @@ def compare_with_torchprof(scenario):
 
 
 def fake_workloads():
-    for scenario in ("loader", "tiny", "syncstep", "nested", "streams"):
+    for scenario in ("loader", "tiny", "syncstep", "pageable", "steps"):
         compare_with_torchprof(scenario)
 
 

@@ -190,21 +190,26 @@ TEST_CASE("overview: launch statistics and copies") {
   CHECK(o.recommendations[0].text.find("DataLoader takes 13.0% of step time") == 0);
   CHECK(o.recommendations[1].text.find("HtoD copies from pageable memory: 1.0 MiB") == 0);
   const std::string text = render_advice(o, 0);
-  CHECK(text.find("DataLoader         15.000us") != std::string::npos);  // 30 µs over 2 steps
+  CHECK(text.find("  DataLoader        15.000us   13.0%\n") != std::string::npos);  // 30 µs over 2 steps
+  CHECK(text.find("  Step             115.000us  100.0%\n") != std::string::npos);
   CHECK(text.find("  - DataLoader takes 13.0%") != std::string::npos);
 }
 
-TEST_CASE("overview: GPU work launched before the first step moves its start as the plugin does") {
-  // A kernel launched before step 0 ends at 10, before step 0's own first kernel (50):
-  // step 0 starts at 10, not 0.
-  std::vector<Event> ev = {api("cudaLaunchKernel", -20, -15, 9), range("ProfilerStep#0", 0, 100),
-                           api("cudaLaunchKernel", 40, 45, 1)};
-  std::vector<GpuEvent> g = {gpu(GpuKind::kKernel, "early", -10, 10, 9), gpu(GpuKind::kKernel, "k", 50, 70, 1)};
+TEST_CASE("overview: GPU work no runtime call of a step launched moves the first step's start as the plugin does") {
+  // A driver call (the plugin reads only runtime calls) launches a kernel that ends at 10,
+  // before step 0's own first kernel (50): step 0 starts at 10, not 0.
+  Event driver = api("cuLaunchKernel", 1, 2, 9);
+  driver.kind = EventKind::kCudaDriver;
+  std::vector<Event> ev = {range("ProfilerStep#0", 0, 100), driver, api("cudaLaunchKernel", 40, 45, 1)};
+  std::vector<GpuEvent> g = {gpu(GpuKind::kKernel, "triton", 5, 10, 9), gpu(GpuKind::kKernel, "k", 50, 70, 1)};
   const Run run = analysed(std::move(ev), std::move(g));
   const Overview o = compute_overview(run);
   REQUIRE(o.steps.size() == 1);
   CHECK(o.steps[0].start_ns == 10 * kUs);
   CHECK(o.steps[0].dur_ns == 90 * kUs);
+  // [10,50) before k (launched at 40, after the driver's kernel ended) and [70,100) after
+  // it, with nothing more launched: host wait.
+  CHECK(o.devices.at(0).steps.at(0).idle.host_wait_ns == 70 * kUs);
 }
 
 TEST_CASE("overview: interval helpers") {
