@@ -123,8 +123,8 @@ void add_breakdown(const Scope& scope, const std::vector<size_t>& ks, const Inte
 
 // --- GPU idle --------------------------------------------------------------------------
 
-// A run of overlapping GPU ops of one device, and the earliest launch among the ops
-// that start it (kMinusInf... none known: kPlusInf is never used for "unknown").
+// A run of overlapping GPU ops of one device, and the earliest launch (API call start)
+// among the ops that start it, when one is known.
 struct Block {
   int64_t start = 0;
   int64_t end = 0;
