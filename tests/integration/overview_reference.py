@@ -5,6 +5,8 @@ collector/overview.cpp against. Stdlib only; times in integer nanoseconds (a tra
 
 Definitions, from the sources the overview follows:
 
+- Events: those of the steps, as torchprof assigns them (CPU events by start time, GPU
+  ops by their launching call), which is what torchprof's trace of the steps holds.
 - Steps: `ProfilerStep#N` events (cat `user_annotation` or `cpu_op`), widened as the
   TensorBoard profiler plugin widens them (event_parser.py, _find_device_steps and
   _update_steps_duration): a step's GPU work is what the `cuda_runtime` calls lying wholly
@@ -136,6 +138,22 @@ class Trace:
             elif cat in CPU_RANGE_CATS and not is_step(e):
                 self.ranges.append((e.get("name", ""),) + _span(e))
         self.gpu.sort(key=lambda g: g[1])
+        if self.steps:
+            self._keep_steps_events()
+
+    def _in_step(self, t):
+        return any(hs <= t <= he for hs, he in self.steps)
+
+    def _keep_steps_events(self):
+        """Only what belongs to a step, as torchprof (and HTA's iterations) assign it: CPU
+        events by their start, GPU ops by the CPU call that launched them (else by start)."""
+        self.ranges = [r for r in self.ranges if self._in_step(r[1])]
+        self.runtime = [r for r in self.runtime if self._in_step(r[0])]
+
+        def kept(g):
+            cpu = self.cpu_by_corr.get(g[5])
+            return self._in_step(cpu[0] if cpu is not None else g[1])
+        self.gpu = [g for g in self.gpu if kept(g)]
 
     def launch(self, g):
         cpu = self.cpu_by_corr.get(g[5])
