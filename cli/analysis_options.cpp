@@ -60,10 +60,14 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_flag("--stats", options.stats,
                "Also print nsys-style summaries of kernels, CUDA API calls and memory "
                "operations (written to stats.txt)");
+  app.add_flag("--advice", options.advice,
+               "Also print the overview: step time breakdown, GPU idle causes, kernel launches, copies, "
+               "synchronisations and the recommendations that follow (written to advice.txt)");
 }
 
 void validate_analysis_options(const OutputOptions& options) {
   if (options.table_only && options.stats) throw UsageError("--stats needs the whole report, not --table-only");
+  if (options.table_only && options.advice) throw UsageError("--advice needs the whole report, not --table-only");
   if (!options.schedule.empty()) {
     std::string error;
     std::string warning;

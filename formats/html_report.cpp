@@ -13,6 +13,7 @@
 #include "collector/analysis.h"
 #include "collector/gpu_analysis.h"
 #include "formats/json_writer.h"
+#include "formats/overview_json.h"
 
 namespace torchprof {
 
@@ -435,6 +436,7 @@ std::string render_html_report_data(const Run& run, const TableRows& rows, const
   std::string out = "{\"schema\":\"torchprof.report/1\"";
   append_member(out, "meta", meta_json(run, base));
   append_member(out, "warnings", warnings_json(run, omitted));
+  append_member(out, "overview", overview_json(options.overview != nullptr ? *options.overview : compute_overview(run)));
   out += ',';
   append_timeline(out, tl, base, omitted);
   append_member(out, "steps", steps_json(run, base));

@@ -1,4 +1,5 @@
-// report.html: one self-contained page (inline CSS, JS and the data as JSON) with a
+// report.html: one self-contained page (inline CSS, JS and the data as JSON) with the
+// overview first (step time breakdown, GPU idle causes, recommendations), a
 // zoomable timeline, the top ops and kernels, GPU busy/idle per step, device memory
 // over time, the table and the run's loss warnings. Works offline, from file://.
 #pragma once
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "collector/model.h"
+#include "collector/overview.h"
 #include "formats/table.h"
 
 namespace torchprof {
@@ -15,6 +17,7 @@ struct HtmlReportOptions {
   size_t max_events = 200000;        // timeline events kept (the longest); the rest are counted
   size_t max_memory_points = 20000;  // per device, downsampled beyond this
   size_t top_n = 15;                 // bars in each top chart
+  const Overview* overview = nullptr;  // the first section; computed from the run when not given
 };
 
 // `rows`: the table as table.txt shows it (same rows, same order).

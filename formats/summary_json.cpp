@@ -7,7 +7,9 @@
 
 #include "collector/analysis.h"
 #include "collector/gpu_analysis.h"
+#include "collector/overview.h"
 #include "collector/rank_steps.h"
+#include "formats/overview_json.h"
 #include "formats/rank_table.h"
 
 namespace torchprof {
@@ -230,7 +232,7 @@ Json inputs_json(const Run& run) {
 }  // namespace
 
 std::string render_summary_json(const Run& run, const std::vector<std::string>& traces,
-                                const std::string& out_dir, const RankReport* ranks) {
+                                const std::string& out_dir, const RankReport* ranks, const Overview* overview) {
   Json j;
   j["schema"] = "torchprof.summary/1";
   j["command"] = run.command;
@@ -254,6 +256,7 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["gpu_notices"] = run.gpu_notices;
   j["gpu"] = gpu_json(run);
   j["memory"] = memory_json(run);
+  j["overview"] = overview_json(overview != nullptr ? *overview : compute_overview(run));
   Json files = Json::array();
   for (const std::string& t : traces) {
     std::filesystem::path rel = out_dir.empty() ? std::filesystem::path(t)

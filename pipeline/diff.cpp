@@ -91,6 +91,7 @@ void parse_fields(const Json& j, RunData& run) {
   }
   parse_steps(value_or<Json>(j, "steps", Json::array()), run);
   parse_gpu_and_memory(j, run);
+  run.breakdown = parse_breakdown(j);
 }
 
 std::string read_file(const fs::path& path) {
@@ -322,6 +323,8 @@ DiffResult compute_diff(const RunData& before, const RunData& after, const DiffO
   d.threshold_pct = options.threshold_pct;
   d.min_time_ns = options.min_time_ns;
   d.total_label = total_label(d.metric);
+  d.before_breakdown = before.breakdown;
+  d.after_breakdown = after.breakdown;
   // Runs of different lengths compare fairly only per step; step_time is per step already.
   d.per_step = d.metric == "step_time" || (before.marked_steps > 0 && after.marked_steps > 0);
   d.before_steps = d.metric == "step_time" ? before.step_dur_ns.size() : before.marked_steps;
@@ -498,6 +501,7 @@ std::string render_text(const DiffResult& d, int row_limit) {
   for (size_t i = 0; i < n; ++i) out += line(rows[i]);
   out += rule + line(rows.back());
   if (n < d.rows.size()) out += std::to_string(d.rows.size() - n) + " more rows not shown (--row-limit)\n";
+  out += render_breakdown_text(d.before_breakdown, d.after_breakdown);
   return out + verdict(d) + "\n";
 }
 
@@ -527,7 +531,7 @@ std::string render_md(const DiffResult& d, int row_limit) {
   for (size_t i = 0; i < n; ++i) out += row(d.rows[i], /*bold=*/false);
   out += row(d.total, /*bold=*/true);
   if (n < d.rows.size()) out += "\n" + std::to_string(d.rows.size() - n) + " more rows not shown.\n";
-  return out;
+  return out + render_breakdown_markdown(d.before_breakdown, d.after_breakdown);
 }
 
 std::string csv_field(const std::string& s) {
@@ -581,6 +585,7 @@ std::string render_json_doc(const DiffResult& d, int row_limit) {
   const size_t n = shown_rows(d, row_limit);
   for (size_t i = 0; i < n; ++i) j["rows"].push_back(row_json(d.rows[i]));
   j["rows_not_shown"] = d.rows.size() - n;
+  j["breakdown"] = breakdown_diff_json(d.before_breakdown, d.after_breakdown);
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collector/model.h"
+#include "pipeline/diff_breakdown.h"
 
 namespace torchprof {
 
@@ -28,6 +29,7 @@ struct RunData {
   std::vector<OpStats> ops;             // as summary.json lists them (not folded)
   std::vector<int64_t> step_dur_ns;     // recorded steps of every process, the implicit one too
   uint64_t marked_steps = 0;            // recorded steps that came from step markers
+  BreakdownAverage breakdown;           // overview.breakdown's average per step
 };
 
 // Reads a run directory (its summary.json, else its capture.tprof analysed with
@@ -79,6 +81,8 @@ struct DiffResult {
   DiffRow total;                 // kind "total"
   std::string total_label;       // what the total sums, e.g. "Self CPU time total"
   std::vector<std::string> regressions;  // one line each, the total first when it regressed
+  BreakdownAverage before_breakdown;     // shown side by side after the rows (not judged)
+  BreakdownAverage after_breakdown;
 };
 
 // The metrics --metric accepts.

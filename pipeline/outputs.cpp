@@ -15,8 +15,10 @@
 #include "collector/capture_reader.h"
 #include "collector/capture_scan.h"
 #include "collector/decode.h"
+#include "collector/overview.h"
 #include "collector/rank_steps.h"
 #include "collector/stream_table.h"
+#include "formats/advice.h"
 #include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
@@ -178,6 +180,8 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     printed = rendered(options.format);
   }
 
+  const Overview overview = compute_overview(run);
+  const std::string advice = options.advice ? render_advice(overview, options.row_limit) : std::string();
   const OutputResult result = result_of(run, options);
   if (options.write_files) {
     const fs::path dir = made_out_dir(options);
@@ -186,10 +190,13 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
              run, {(dir / "traces").string(), options.gzip, /*worker_name=*/""})) {
       traces.push_back(f.path);
     }
-    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks));
+    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks, &overview));
     write_text(dir / "table.txt", rendered("table"));
-    write_text(dir / "report.html", render_html_report(run, rows));
+    HtmlReportOptions html;
+    html.overview = &overview;
+    write_text(dir / "report.html", render_html_report(run, rows, html));
     if (!folded.empty()) write_text(dir / "stacks.folded", folded);
+    if (options.advice) write_text(dir / "advice.txt", advice);
     if (options.stats) {
       std::ostringstream stats;
       render_stats(run, stats);
@@ -202,6 +209,7 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
       out << "\n";
       render_stats(run, out);
     }
+    if (options.advice) out << "\n" << advice;
     print_notes(run, out);
     out.flush();
   }

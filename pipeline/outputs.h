@@ -24,6 +24,8 @@ struct OutputOptions {
   bool write_files = true;                    // false: print only
   bool quiet = false;                         // nothing on `out`
   bool stats = false;                         // also print nsys-style summaries (formats/stats.h)
+  bool advice = false;                        // also print the overview and its recommendations
+                                              // (formats/advice.h; written to advice.txt)
   std::string capture_range;                  // none | cudaProfilerApi | nvtx:NAME[@DOMAIN]; "" = none
   double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
                                               // above the median rank's is a straggler

@@ -144,6 +144,79 @@
     c.appendChild(grid);
   }
 
+  // The overview: the step time breakdown (average, then per step), GPU idle causes per
+  // device and the recommendations, each with the figure behind it.
+  var PART_COLORS = { kernel: "#2f9e6b", memcpy: "#3b6fd8", memset: "#7b5cd6", cuda_runtime: "#e0a526",
+    dataloader: "#d8553b", cpu_exec: "#8c96a8", other: "#d8dce3" };
+  var PART_LABELS = { kernel: "Kernel", memcpy: "Memcpy", memset: "Memset", cuda_runtime: "CUDA runtime",
+    dataloader: "DataLoader", cpu_exec: "CPU exec", other: "Other" };
+  function stackedBar(parts, values, total) {
+    var track = el("div", "track stacked"), left = 0;
+    parts.forEach(function (p) {
+      var v = values[p] || 0;
+      if (!total || v <= 0) return;
+      var seg = el("div", "fill");
+      seg.style.left = (100 * left / total).toFixed(3) + "%";
+      seg.style.width = (100 * v / total).toFixed(3) + "%";
+      seg.style.background = PART_COLORS[p] || "#999";
+      seg.title = (PART_LABELS[p] || p) + ": " + fmtTime(v) + " (" + (100 * v / total).toFixed(1) + "%)";
+      track.appendChild(seg);
+      left += v;
+    });
+    return track;
+  }
+  function renderOverview(root, D) {
+    var O = D.overview;
+    if (!O || !O.steps) return 0;
+    var c = card(root, "Overview");
+    c.id = "tp-overview";
+    var recs = el("ul", "recs");
+    recs.id = "tp-recommendations";
+    if (!O.recommendations.length) recs.appendChild(el("li", "muted", "No recommendation: no figure crosses its threshold."));
+    O.recommendations.forEach(function (r) {
+      var li = el("li", null, r.text);
+      li.setAttribute("data-id", r.id);
+      recs.appendChild(li);
+    });
+    c.appendChild(recs);
+    var B = O.breakdown, parts = B.parts, legend = el("div", "legend");
+    parts.forEach(function (p) {
+      var s = el("span"), i = el("i");
+      i.style.background = PART_COLORS[p];
+      s.appendChild(i);
+      s.appendChild(document.createTextNode(PART_LABELS[p] + " " + (B.pct[p] || 0).toFixed(1) + "%"));
+      legend.appendChild(s);
+    });
+    c.appendChild(el("div", "note", "Step time breakdown: each moment of a step counted once, in the order " +
+      "kernel > memcpy > memset > CUDA runtime > DataLoader > CPU exec > other (as TensorBoard's profiler plugin)."));
+    c.appendChild(legend);
+    var grid = el("div", "bars"), avg = {};
+    parts.forEach(function (p) { avg[p] = B.avg[p + "_ns"]; });
+    grid.appendChild(el("div", "label", "average of " + O.steps + " step" + (O.steps === 1 ? "" : "s")));
+    var a = stackedBar(parts, avg, B.avg.dur_ns);
+    a.appendChild(el("span", "value", fmtTime(B.avg.dur_ns)));
+    grid.appendChild(a);
+    var multi = D.meta.processes.length > 1;
+    B.steps.slice(0, 200).forEach(function (s) {
+      grid.appendChild(el("div", "label", (multi ? "pid " + s.pid + " " : "") + (s.name || "whole process")));
+      var vals = {};
+      parts.forEach(function (p) { vals[p] = s[p + "_ns"]; });
+      var bar = stackedBar(parts, vals, s.dur_ns);
+      bar.appendChild(el("span", "value", fmtTime(s.dur_ns)));
+      grid.appendChild(bar);
+    });
+    c.appendChild(grid);
+    O.devices.forEach(function (d) {
+      var w = d.steps_ns || 1;
+      function share(v) { return (100 * v / w).toFixed(1) + "%"; }
+      c.appendChild(el("div", "note", "GPU " + d.device + (multi ? " of pid " + d.pid : "") + ": kernels " +
+        share(d.kernel_busy_ns) + " of step time, busy " + share(d.busy_ns) + " with copies; idle " +
+        share(d.idle_ns) + " (host wait " + share(d.host_wait_ns) + ", kernel wait " + share(d.kernel_wait_ns) +
+        ", other " + share(d.other_ns) + ", as HolisticTraceAnalysis splits it)"));
+    });
+    return O.recommendations.length;
+  }
+
   function renderMemory(root, D) {
     if (!D.memory.length) return;
     var c = card(root, "Device memory over time");
@@ -251,6 +324,7 @@
     root.textContent = "";
     renderHeader(root, D);
     renderWarnings(root, D);
+    var recommendations = renderOverview(root, D);
     var timeline = window.TorchprofTimeline(root, D, { el: el, card: card, fmtTime: fmtTime, hashColor: hashColor,
       niceStep: niceStep, setupCanvas: setupCanvas });
     var grid = el("div", D.meta.has_gpu ? "grid2" : "grid1");
@@ -267,6 +341,7 @@
     statusEl.setAttribute("data-timeline-events", String(timeline.drawn()));
     statusEl.setAttribute("data-timeline-tracks", String(D.tracks.length));
     statusEl.setAttribute("data-table-rows", String(tableRows));
+    statusEl.setAttribute("data-recommendations", String(recommendations));
     statusEl.setAttribute("data-status", "ok");
     document.title = document.title.replace(/^torchprof/, "torchprof report");
   }

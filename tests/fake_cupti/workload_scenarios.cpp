@@ -41,6 +41,18 @@
 // blocking
 //   range copy_back  Self CUDA 4000us  CUDA total 4000us: _Z4workv 1000us, then a blocking cudaMemcpy
 //   DtoH 8388608 B 3000us on stream 7; the range lasts >= 3005us of CPU (3000us + launch latency).
+//
+// Four steps each with one problem of the overview's (collector/overview.h), and a fifth
+// with none; each must give exactly its recommendation (tests/integration/test_gpu_fake.py):
+// loader    a DataLoader range busy 3ms, then a 1ms kernel, per step: DataLoader ~50-75% of
+//           the step (the kernel overlaps the next step's loading).
+// tiny      100 kernels of 3us per step, 20us of CPU work between launches: all kernel time
+//           in kernels < 10us, the GPU idle ~85% waiting for launches.
+// pageable  a 16 MiB HtoD copy from pageable memory (2ms) and a 500us kernel per step, all
+//           queued at once: copies 80% of each (widened) step.
+// syncstep  500us of CPU work, a 1ms kernel and cudaDeviceSynchronize per step: the CPU blocked
+//           ~2/3 of the step, the GPU waiting for the host the other third.
+// healthy   100us of CPU work and a 2ms kernel per step, no synchronisation: the GPU busy ~98%.
 #include <utility>
 
 #include "workload_script.h"
@@ -75,6 +87,31 @@ const std::pair<const char*, const char*> kScenarios[] = {
     {"repeat",
      "repeat:50{ range:step{ kernel:_Z4gemmv:20us ; dkernel:triton_fused:5us ; memcpy:htod:65536:3us ;"
      " kernel:_Z7softmaxv:4us:stream=9 } } ; sync"},
+    {"loader",
+     "range:ProfilerStep#0{ range:enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__{ busy:3ms } ; range:forward{ kernel:_Z7forwardPf:1ms } }"
+     " ; range:ProfilerStep#1{ range:enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__{ busy:3ms } ; range:forward{ kernel:_Z7forwardPf:1ms } }"
+     " ; range:ProfilerStep#2{ range:enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__{ busy:3ms } ; range:forward{ kernel:_Z7forwardPf:1ms } }"
+     " ; range:ProfilerStep#3{ range:enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__{ busy:3ms } ; range:forward{ kernel:_Z7forwardPf:1ms } } ; sync"},
+    {"tiny",
+     "range:ProfilerStep#0{ range:forward{ repeat:100{ kernel:_Z4tinyv:3us ; busy:20us } } }"
+     " ; range:ProfilerStep#1{ range:forward{ repeat:100{ kernel:_Z4tinyv:3us ; busy:20us } } }"
+     " ; range:ProfilerStep#2{ range:forward{ repeat:100{ kernel:_Z4tinyv:3us ; busy:20us } } }"
+     " ; range:ProfilerStep#3{ range:forward{ repeat:100{ kernel:_Z4tinyv:3us ; busy:20us } } } ; sync"},
+    {"pageable",
+     "range:ProfilerStep#0{ range:h2d{ memcpy:htod:16777216:2ms } ; range:forward{ kernel:_Z7forwardPf:500us } }"
+     " ; range:ProfilerStep#1{ range:h2d{ memcpy:htod:16777216:2ms } ; range:forward{ kernel:_Z7forwardPf:500us } }"
+     " ; range:ProfilerStep#2{ range:h2d{ memcpy:htod:16777216:2ms } ; range:forward{ kernel:_Z7forwardPf:500us } }"
+     " ; range:ProfilerStep#3{ range:h2d{ memcpy:htod:16777216:2ms } ; range:forward{ kernel:_Z7forwardPf:500us } } ; sync"},
+    {"syncstep",
+     "range:ProfilerStep#0{ range:forward{ busy:500us ; kernel:_Z7forwardPf:1ms } ; sync }"
+     " ; range:ProfilerStep#1{ range:forward{ busy:500us ; kernel:_Z7forwardPf:1ms } ; sync }"
+     " ; range:ProfilerStep#2{ range:forward{ busy:500us ; kernel:_Z7forwardPf:1ms } ; sync }"
+     " ; range:ProfilerStep#3{ range:forward{ busy:500us ; kernel:_Z7forwardPf:1ms } ; sync } ; sync"},
+    {"healthy",
+     "range:ProfilerStep#0{ range:forward{ busy:100us ; kernel:_Z7forwardPf:2ms } }"
+     " ; range:ProfilerStep#1{ range:forward{ busy:100us ; kernel:_Z7forwardPf:2ms } }"
+     " ; range:ProfilerStep#2{ range:forward{ busy:100us ; kernel:_Z7forwardPf:2ms } }"
+     " ; range:ProfilerStep#3{ range:forward{ busy:100us ; kernel:_Z7forwardPf:2ms } } ; sync"},
 };
 
 }  // namespace

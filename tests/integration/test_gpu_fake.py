@@ -35,13 +35,14 @@ def expectations(scenario):
         return json.load(f)
 
 
-def run_workload(scenario, extra_env=None):
+def run_workload(scenario, extra_env=None, options=()):
     parent = tp.fresh_dir("gpu_" + scenario)
     out_dir = os.path.join(parent, "out")
     env = dict(os.environ)
     env.pop("FAKE_CUPTI_FAIL", None)
     env.update(TORCHPROF_CUPTI_LIB=fake_cupti(), **(extra_env or {}))
-    result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), scenario], timeout=120, env=env)
+    result = tp.run_tool(["-o", out_dir, *options, "--", tp.bin_path("gpu_workload"), scenario], timeout=120,
+                         env=env)
     result.out_dir = out_dir
     return result
 
@@ -197,8 +198,104 @@ def cupti_unknown():
     tp.check_streamed_table(result.out_dir)
 
 
+# The overview's workloads (tests/fake_cupti/workload_scenarios.cpp): each built to have
+# one problem must give exactly its recommendation, the healthy one none.
+ADVICE = {"loader": ["dataloader"], "tiny": ["short_kernels"], "pageable": ["pageable_copies"],
+          "syncstep": ["sync"], "healthy": []}
+
+
+def check_breakdown(overview, steps):
+    breakdown = overview["breakdown"]
+    check_eq(len(breakdown["steps"]), steps, "steps in the breakdown")
+    for s in breakdown["steps"]:
+        parts = sum(s[p + "_ns"] for p in breakdown["parts"])
+        check_eq(parts, s["dur_ns"], f"parts of step {s['name']} (they sum to the step time)")
+    total = breakdown["total"]
+    check_eq(sum(total[p + "_ns"] for p in breakdown["parts"]), total["dur_ns"], "parts of the total")
+    for d in overview["devices"]:
+        check_eq(d["busy_ns"] + d["idle_ns"], d["steps_ns"], f"busy + idle of GPU {d['device']}")
+        check_eq(d["host_wait_ns"] + d["kernel_wait_ns"] + d["other_ns"], d["idle_ns"], "idle split")
+
+
+def check_figures(scenario, overview):
+    pct = overview["breakdown"]["pct"]
+    device = overview["devices"][0]
+    host_wait = 100 * device["host_wait_ns"] / device["steps_ns"]
+    if scenario == "loader":
+        # Step 0 is 3ms of loading + 1ms of kernel; later steps load 2ms beside the kernel.
+        check(45 <= pct["dataloader"] <= 95, f"DataLoader share {pct['dataloader']}%")
+        check(host_wait > 50, f"GPU waiting for the host {host_wait:.1f}%")
+    elif scenario == "tiny":
+        launches = overview["launches"]
+        check_eq(launches["kernels"], 400, "kernels")
+        check_eq(launches["short_kernels"], 400, "kernels shorter than 10us")
+        check_eq(launches["short_kernel_time_pct"], 100.0, "short kernels' share of kernel time")
+        check_eq(launches["duration"]["p50_ns"], 3000, "median kernel duration")
+    elif scenario == "pageable":
+        pageable = overview["copies"]["pageable"]
+        check_eq((pageable["calls"], pageable["bytes"], pageable["total_ns"]), (4, 4 * 16777216, 4 * 2000000),
+                 "pageable copies (calls, bytes, GPU time)")
+        check(pct["memcpy"] > 70, f"memcpy share {pct['memcpy']}%")
+    elif scenario == "syncstep":
+        syncs = overview["syncs"]
+        check_eq((syncs["calls"], syncs["per_step"]), (4, 1.0), "synchronisations in the steps")
+        check_eq(syncs["rows"][0]["name"], "cudaDeviceSynchronize", "the synchronising call")
+        check(syncs["step_pct"] > 50, f"CPU blocked {syncs['step_pct']}% of the step")
+    else:
+        check(device["utilization_pct"] > 75, f"utilisation {device['utilization_pct']}%")
+
+
+def advice_check(scenario):
+    def run():
+        result = run_workload(scenario, options=["--advice"])
+        check_eq(result.rc, 0, f"exit code ({result.describe()})")
+        overview = result.summary["overview"]
+        check_breakdown(overview, 4)
+        ids = [r["id"] for r in overview["recommendations"]]
+        check_eq(ids, ADVICE[scenario], f"recommendations ({[r['text'] for r in overview['recommendations']]})")
+        check_figures(scenario, overview)
+        with open(os.path.join(result.out_dir, "advice.txt")) as f:
+            advice = f.read()
+        check("Step time breakdown, 4 steps" in advice, "advice.txt has the breakdown")
+        check(advice in result.stderr_text, "the advice is printed after the table")
+        for r in overview["recommendations"]:
+            check("  - " + r["text"] in advice, f"advice.txt lists {r['id']}")
+        if not ADVICE[scenario]:
+            check("Recommendations\n  none:" in advice, "no recommendation is said plainly")
+        # `report --advice` on the saved capture says the same.
+        report = tp.run_report([result.out_dir, "--advice", "-o", tp.fresh_dir("report_" + scenario)])
+        check_eq(report.rc, 0, "report --advice exit code")
+        check(advice in report.stdout.decode(), "report --advice prints the same overview")
+    return run
+
+
+def advice_diff():
+    """`torchprof diff` shows both runs' breakdowns side by side."""
+    loader = run_workload("loader")
+    healthy = run_workload("healthy")
+    check_eq((loader.rc, healthy.rc), (0, 0), "exit codes")
+    diff = tp._run([tp.bin_path("torchprof"), "diff", loader.out_dir, healthy.out_dir, "--format", "json"], 60, None,
+                   None)
+    check_eq(diff.rc, 0, "diff exit code")
+    breakdown = json.loads(diff.stdout)["breakdown"]
+    before, after = breakdown["before"], breakdown["after"]
+    for side, summary in ((before, loader.summary), (after, healthy.summary)):
+        check_eq(side, dict(steps=4, **summary["overview"]["breakdown"]["avg"]), "a side is its run's average")
+    check(before["dataloader_ns"] > 1_000_000 and after["dataloader_ns"] == 0, f"DataLoader: {before} -> {after}")
+    text = tp._run([tp.bin_path("torchprof"), "diff", loader.out_dir, healthy.out_dir], 60, None, None)
+    table = text.stdout.decode()
+    check("Step time breakdown, average per step (before: 4 steps, after: 4 steps)" in table, table)
+    row = next(line for line in table.splitlines() if line.startswith("DataLoader "))
+    check(row.split()[-1] == "-100.00%", f"the DataLoader row: {row!r}")
+    markdown = tp._run([tp.bin_path("torchprof"), "diff", loader.out_dir, healthy.out_dir, "--format", "markdown"],
+                       60, None, None).stdout.decode()
+    check("| DataLoader |" in markdown, "markdown breakdown table")
+
+
 SCENARIO_FUNCS = {name: scenario_check(name) for name in SCENARIOS}
+SCENARIO_FUNCS["advice_diff"] = advice_diff
 SCENARIO_FUNCS["cupti_unknown"] = cupti_unknown
+SCENARIO_FUNCS.update({"advice_" + name: advice_check(name) for name in ADVICE})
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIO_FUNCS))

@@ -298,8 +298,24 @@ def gpu_memory():
     check_eq(points[-1][1], 0, "memory at the end")
 
 
+def overview():
+    """The overview comes first: the recommendations of summary.json, the breakdown bars."""
+    result = run_gpu("loader")
+    page = result.file("report.html")
+    with open(page, encoding="utf-8") as f:
+        data = page_data(f.read())
+    check_eq(data["overview"], result.summary["overview"], "the page's overview against summary.json's")
+    dom = run_chromium(page, ["--dump-dom"], "dump-dom")
+    attrs = status_attrs(dom)
+    check_eq(attrs.get("data-status"), "ok", "#tp-status data-status")
+    check_eq(attrs.get("data-recommendations"), "1", "recommendations shown")
+    check("<h2>Overview</h2>" in dom, "no Overview section")
+    check(dom.find('id="tp-overview"') < dom.find('id="tp-timeline"'), "the overview comes before the timeline")
+    check('<li data-id="dataloader">DataLoader takes ' in dom, "the DataLoader recommendation is on the page")
+
+
 SCENARIOS = {"demo": demo, "report_again": report_again, "warnings": warnings_banner,
-             "gpu": gpu, "gpu_memory": gpu_memory}
+             "gpu": gpu, "gpu_memory": gpu_memory, "overview": overview}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIOS))

@@ -165,6 +165,7 @@ def completion():
     check_eq(complete(tree, ["torchprof", "diff", "--format", ""]), {"table", "csv", "json", "markdown"},
              "values of diff --format")
     check("--fail-on-regression" in complete(tree, ["torchprof", "diff", "--f"]), "diff options")
+    check_eq(complete(tree, ["torchprof", "report", "--adv"]), {"--advice"}, "completion of report --adv")
     # After the program, options belong to it: ours are not offered.
     after = complete(tree, ["torchprof-run", "./app", "--s"])
     check("--schedule" not in after, f"torchprof's options offered after the program: {sorted(after)}")
