@@ -104,15 +104,18 @@ class Replay {
  private:
   int64_t now() const { return static_cast<int64_t>(api_.now()); }
 
-  // Sleeps through long waits, spins through the last stretch.
+  // Sleeps through long waits, spins through the last stretch: a yield or a short sleep
+  // on a loaded machine gives the core away for a whole time slice.
   void wait_until(int64_t target) const {
     for (int64_t left = target - now(); left > 0; left = target - now()) {
-      if (left > 300'000) {
-        const int64_t sleep = left - 200'000;
+      if (left > 500'000) {
+        const int64_t sleep = left - 300'000;
         timespec ts{static_cast<time_t>(sleep / 1'000'000'000), static_cast<long>(sleep % 1'000'000'000)};
         nanosleep(&ts, nullptr);
-      } else if (left > 20'000) {
-        std::this_thread::yield();
+      } else {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
       }
     }
   }
