@@ -1,7 +1,8 @@
 // kineto_replay's reading of a torch.profiler (Kineto) trace: what each CPU thread
 // does, in order, and the GPU records each API call hands to the fake CUPTI.
 //
-// Per thread (pid, tid of cpu_op, user_annotation, cuda_runtime, cuda_driver events),
+// Per thread (pid, tid of cpu_op, user_annotation, cuda_runtime, cuda_driver events; the
+// threads of every pid in the trace become threads of the one replaying process),
 // events are ordered by (ts, longer first, ranges before API calls, position in the
 // file). An event nests inside the innermost open range whose interval holds its start
 // (or that starts at the same time: zero-length ranges nest what the file lists inside

@@ -25,8 +25,9 @@ Nesting, as kineto_replay documents it (replay_plan.h): per thread, events order
 the innermost open range whose interval holds its start, or that starts with it; API
 calls hold nothing.
 
-Scenarios: one per trace, `unsupported` (traces it cannot express: exit 2 with one line)
-and `unreadable`. Needs TP_CUPTI_INCLUDE_DIR (the CUPTI headers, for Kineto's INVALID
+Scenarios: one per trace, `step_boundaries` (a made-up trace with another thread's events
+at and next to each step's edges), `unsupported` (traces it cannot express: exit 2 with
+one line) and `unreadable`. Needs TP_CUPTI_INCLUDE_DIR (the CUPTI headers, for Kineto's INVALID
 runtime names) besides tp.py's variables."""
 
 import collections
@@ -420,6 +421,48 @@ def replay_trace(name):
           f"({len(exp.gpu) - sum(g.counted for g in exp.gpu)} outside the steps, as torchprof counts)")
 
 
+def boundary_trace(steps=50):
+    """ProfilerStep#k ranges on the main thread; on a second thread, an op (each
+    launching a kernel) at exactly each step's start and end, where the step holds it,
+    and one just before and just after, where it does not."""
+    main, other = 100, 101
+    events, corr = [], 1
+    for k in range(steps):
+        start = 1000 + 300 * k
+        end = start + 200
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": main, "tid": main,
+                       "ts": start, "dur": end - start})
+        for name, ts in (("before", start - 1), ("at_start", start), ("at_end", end), ("after", end + 1)):
+            events.append({"ph": "X", "cat": "cpu_op", "name": "b_" + name, "pid": main, "tid": other, "ts": ts,
+                           "dur": 0, "args": {"External id": corr}})
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": main, "tid": other,
+                           "ts": ts, "dur": 0, "args": {"cbid": 211, "correlation": corr}})
+            events.append({"ph": "X", "cat": "kernel", "name": "k_" + name, "pid": 0, "tid": 7, "ts": ts + 2,
+                           "dur": 3, "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 1, 1],
+                                              "block": [32, 1, 1]}})
+            corr += 1
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def scenario_step_boundaries():
+    """Another thread's events at a step's very start and end are in the step, those a
+    microsecond outside are not, however the replay's threads are scheduled."""
+    trace = boundary_trace()
+    path = write_trace(trace["traceEvents"], "boundaries.json")
+    exp = Expected(trace)
+    ops = exp.op_rows()
+    check_eq(ops.get(("cpu_op", "b_at_start"), [0])[0], 50, "expected calls of b_at_start")
+    check_eq(("cpu_op", "b_before") in ops or ("cpu_op", "b_after") in ops, False, "ops outside the steps expected")
+    out_dir = os.path.join(tp.fresh_dir("replay_boundaries"), "out")
+    result = tp.run_tool(["-o", out_dir, "-q", "--", tp.bin_path("kineto_replay"), "--stats", path],
+                         env=dict(os.environ, TORCHPROF_CUPTI_LIB=fake_cupti()))
+    result.out_dir = out_dir
+    check_eq(result.rc, 0, "exit code of torchprof-run kineto_replay")
+    check_eq(len(result.summary["steps"]), 50, "steps")
+    check_gpu_rows(result.summary, exp)
+    check_op_rows(result.summary, exp)
+
+
 def run_replay(args, timeout=60):
     return subprocess.run([tp.bin_path("kineto_replay")] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=timeout,
@@ -475,7 +518,8 @@ def scenario_unreadable():
 
 
 SCENARIOS = {name: (lambda n=name: replay_trace(n)) for name in TRACES}
-SCENARIOS.update(unsupported=scenario_unsupported, unreadable=scenario_unreadable)
+SCENARIOS.update(step_boundaries=scenario_step_boundaries, unsupported=scenario_unsupported,
+                 unreadable=scenario_unreadable)
 
 if __name__ == "__main__":
     sys.exit(tp.main(SCENARIOS))
