@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -60,8 +61,9 @@ bool parse_duration(std::string_view text, int64_t* out) {
   const int64_t value = std::stoll(std::string(text.substr(0, digits)));
   const std::string_view unit = text.substr(digits);
   const int64_t scale = unit == "ns" ? 1 : unit == "us" ? 1000 : unit == "ms" ? 1'000'000 : unit == "s" ? 1'000'000'000 : 0;
+  if (scale == 0 || value > std::numeric_limits<int64_t>::max() / scale) return false;
   *out = value * scale;
-  return scale != 0;
+  return true;
 }
 
 struct Options {
