@@ -86,6 +86,51 @@ FAKECUDA_EXPORT uint64_t fakecuda_now(void);
 // End of the last GPU work queued on `stream` (0 if none).
 FAKECUDA_EXPORT uint64_t fakecuda_stream_end(uint32_t stream);
 
+// ---- Replaying recorded work (kineto_replay) ----
+// The calls above make up their own correlation ids and GPU times; these take both
+// from the caller, so that a recorded trace plays back through the same callback and
+// activity paths (fake_replay.cpp).
+
+// Fires the ENTER callback of an API call in `domain` (a CUpti_CallbackDomain: driver
+// 1 or runtime 2) with this callback id, function name and correlation id, and leaves
+// the call open on this thread. Correlation ids the calls above hand out afterwards are
+// larger than `correlation_id`. Returns 1, or 0 (and fires nothing) for another domain.
+FAKECUDA_EXPORT int fakecuda_api_enter(int domain, uint32_t cbid, const char* function_name,
+                                       uint32_t correlation_id);
+// Fires the EXIT callback of the innermost call this thread has open, then writes its
+// CUpti_ActivityAPI record when that kind is enabled. Returns its correlation id, 0 when
+// the thread has no call open.
+FAKECUDA_EXPORT uint32_t fakecuda_api_exit(void);
+
+typedef struct FakeGpuRecord {
+  uint32_t kind;  // CUpti_ActivityKind: CONCURRENT_KERNEL (or KERNEL), MEMCPY, MEMSET, SYNCHRONIZATION
+  uint32_t device;
+  uint32_t context;
+  uint32_t stream;  // sync: CUPTI_SYNCHRONIZATION_INVALID_VALUE for a context synchronisation
+  uint64_t start;   // on the fake's clock (fakecuda_now), ns
+  uint64_t end;
+  uint32_t correlation_id;
+  const char* name;  // kernels: the name as CUPTI hands it out (copied)
+  int32_t grid[3];
+  int32_t block[3];
+  uint16_t registers_per_thread;
+  int32_t static_shared_memory;
+  int32_t dynamic_shared_memory;
+  uint8_t copy_kind;  // memcpy: CUpti_ActivityMemcpyKind
+  uint8_t src_kind;   // memcpy: CUpti_ActivityMemoryKind of the source
+  uint8_t dst_kind;   // memcpy: of the destination; memset: the memory kind set
+  uint8_t flags;      // memcpy/memset: CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC / _MEMSET_ASYNC
+  uint64_t bytes;     // memcpy/memset
+  uint32_t sync_type;      // sync: CUpti_ActivitySynchronizationType
+  uint32_t cuda_event_id;  // sync: CUPTI_SYNCHRONIZATION_INVALID_VALUE when no event
+} FakeGpuRecord;
+
+// Writes one GPU record as CUPTI does once the work has run: a kernel as the kind the
+// subscriber enabled (CONCURRENT_KERNEL, else KERNEL), a MEMCPY, MEMSET or
+// SYNCHRONIZATION record. Returns 1 when written; 0 when its kind is not enabled (CUPTI
+// then writes nothing) or is none of these.
+FAKECUDA_EXPORT int fakecuda_queue_record(const FakeGpuRecord* record);
+
 #ifdef __cplusplus
 }
 #endif
