@@ -118,6 +118,10 @@ class Trace:
     def __init__(self, trace):
         events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
         self.steps = sorted(_span(e) for e in events if is_step(e))
+        if not self.steps:
+            # No step markers: the profiled span is one step (the "Trace" event Kineto and
+            # torchprof write around a cycle, "PyTorch Profiler (0)").
+            self.steps = sorted(_span(e) for e in events if e.get("cat") == "Trace")[:1]
         self.gpu = []  # (kind, start, end, device, stream, correlation)
         self.cpu_by_corr = {}  # correlation -> (start, end, cat)
         self.ranges = []  # (name, start, end)

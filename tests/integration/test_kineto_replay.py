@@ -38,6 +38,8 @@ import re
 import subprocess
 import sys
 
+import overview_reference as ref
+import test_overview_reference
 import tp
 from tp import check, check_eq
 
@@ -419,6 +421,23 @@ def replay_trace(name):
     events = check_trace_events(result, exp)
     print(f"GPU events in the traces: {events}, each as in the input "
           f"({len(exp.gpu) - sum(g.counted for g in exp.gpu)} outside the steps, as torchprof counts)")
+    check_overview(result, trace)
+
+
+def check_overview(result, trace):
+    """The overview of the replayed run (summary.json) against the reference computation
+    (overview_reference.py, separate code) on the trace torchprof wrote, to the nanosecond;
+    the reference's figures on the input trace are printed beside torchprof's, since the
+    replay's CPU timing, and so its steps' bounds, only approximate the original's."""
+    steps = test_overview_reference.check_overview_against_trace(result)
+    mine = result.summary["overview"]["breakdown"]["steps"]
+    theirs = ref.Trace(trace).breakdown()
+
+    def shares(rows):
+        total = sum(r["dur_ns"] for r in rows) or 1
+        return {p: round(100 * sum(r[p + "_ns"] for r in rows) / total, 1) for p in ref.PARTS}
+    print(f"overview: {steps} steps equal to the reference on the written trace; breakdown % replayed "
+          f"{shares(mine)}, input trace {shares(theirs)}")
 
 
 def boundary_trace(steps=50):

@@ -2,8 +2,8 @@
 hand-built traces with worked figures, then against torchprof's own overview
 (summary.json) on the fake-GPU workloads built for it, where both must agree to the
 nanosecond, and on the real traces of ../shared/fixtures/kineto_real/ (the breakdown and
-idle split computed there; the comparison with torchprof needs those traces replayed
-through torchprof-run).
+idle split computed there; test_kineto_replay compares torchprof's overview of each
+replayed trace with this computation on the trace torchprof wrote).
 
 Needs TP_FAKE_CUPTI_LIB (or the built fake) besides tp.py's variables."""
 
@@ -79,6 +79,12 @@ def no_gpu():
 def compare_with_torchprof(scenario):
     result = test_gpu_fake.run_workload(scenario)
     check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    check_overview_against_trace(result)
+
+
+def check_overview_against_trace(result):
+    """summary.json's overview equals the reference computed on the run's own trace (one
+    process, one cycle), to the nanosecond. Returns the number of steps compared."""
     overview = result.summary["overview"]
     traces = sorted(glob.glob(os.path.join(result.out_dir, "traces", "*.pt.trace.json*")))
     check_eq(len(traces), 1, "trace files")
@@ -100,6 +106,7 @@ def compare_with_torchprof(scenario):
         for s in d["streams"]:
             want = streams[(d["device"], s["stream"])]
             check_eq({k: s[k] for k in want}, want, f"HTA's split of stream {s['stream']}")
+    return len(mine)
 
 
 def fake_workloads():
