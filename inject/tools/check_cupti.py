@@ -23,7 +23,7 @@ import mini_collector as mc  # noqa: E402
 FAILURES = []
 SCENARIOS = ["nested", "steps", "streams", "memory", "graph", "drops", "driver", "blocking"]
 LAUNCH_LATENCY_NS = 5000
-CPY = {"htod": 1, "dtoh": 2, "dtod": 8}
+CPY = {"htod": 1, "dtoh": 2, "dtod": 8, "ptop": 10}
 
 
 def check(cond, what):
@@ -251,6 +251,7 @@ def main():
     check_off(lib, workload, fake, {"FAKE_CUPTI_FAIL": "subscriber"}, "MULTIPLE_SUBSCRIBERS", "subscriber taken")
     check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "28"}, "version 28", "CUDA 12 CUPTI")
     check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "140000"}, "version 140000", "CUDA 14 CUPTI")
+    check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "130200"}, "newer layout", "CUDA 13.2 CUPTI")
     check_trace_filter(lib, workload, fake)
     check_exit_paths(lib, fake)
     if len(sys.argv) > 4:
