@@ -9,6 +9,8 @@
 //
 // inject/tools/cupti_bench.sh runs it without torchprof and under torchprof-run
 // with TORCHPROF_TRACE=gpu (no API callbacks) and cuda,gpu, alternating.
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 #include <dlfcn.h>
 #include <time.h>
 
@@ -26,11 +28,19 @@ uint64_t now() {
 
 using InitFn = int (*)();
 using LaunchFn = uint32_t (*)(const char*, uint64_t, uint32_t, const void*);
-using CallFn = uint32_t (*)(const char*);
+using CallFn = uint32_t (*)(int, uint32_t, const char*);
 using SyncFn = uint32_t (*)(int64_t);
 
-constexpr const char* kChatter[] = {"cudaGetDevice", "cudaGetLastError", "cudaStreamGetCaptureInfo",
-                                    "cuCtxGetCurrent"};
+struct Chatter {
+  int driver;
+  uint32_t cbid;
+  const char* name;
+};
+constexpr Chatter kChatter[] = {
+    {0, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice"},
+    {0, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, "cudaGetLastError"},
+    {0, CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010, "cudaStreamGetCaptureInfo"},
+    {1, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"}};
 
 }  // namespace
 
@@ -43,7 +53,7 @@ int main(int argc, char** argv) {
   if (fake == nullptr) return 2;
   auto init = reinterpret_cast<InitFn>(dlsym(fake, "fakecuda_init"));
   auto launch = reinterpret_cast<LaunchFn>(dlsym(fake, "fakecuda_launch_kernel"));
-  auto call = reinterpret_cast<CallFn>(dlsym(fake, "fakecuda_api_call_named"));
+  auto call = reinterpret_cast<CallFn>(dlsym(fake, "fakecuda_api_call"));
   auto sync = reinterpret_cast<SyncFn>(dlsym(fake, "fakecuda_synchronize"));
   if (init == nullptr || launch == nullptr || call == nullptr || sync == nullptr) return 2;
   init();
@@ -53,7 +63,7 @@ int main(int argc, char** argv) {
   sync(-1);
   const uint64_t t0 = now();
   for (long i = 0; i < n; ++i) {
-    for (int c = 0; c < chatter; ++c) call(kChatter[c % 4]);
+    for (int c = 0; c < chatter; ++c) call(kChatter[c % 4].driver, kChatter[c % 4].cbid, kChatter[c % 4].name);
     launch("_Z5benchv", 1, static_cast<uint32_t>(i & 7), nullptr);
   }
   const uint64_t t1 = now();

@@ -43,9 +43,13 @@ bool fail_mode_is(const char* mode) {
   return value != nullptr && std::strcmp(value, mode) == 0;
 }
 
+// Read once: the GPU clock is read for every record.
 uint64_t clock_offset_ns() {
-  const char* value = std::getenv("FAKE_CUPTI_CLOCK_OFFSET_NS");
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : 0;
+  static const uint64_t offset = [] {
+    const char* value = std::getenv("FAKE_CUPTI_CLOCK_OFFSET_NS");
+    return value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
+  }();
+  return offset;
 }
 
 CUpti_SubscriberHandle the_handle() { return reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_tag); }
@@ -141,8 +145,10 @@ GpuClockMap gpu_clock_map() {
     theirs0 = source.theirs0;
   }
   map.active = true;
-  map.raw1 = raw_now_ns();
+  // Their clock read between two raw readings: the pair's skew is half the bracket.
+  const uint64_t before = raw_now_ns();
   map.theirs1 = callback();
+  map.raw1 = before + (raw_now_ns() - before) / 2;
   if (map.raw1 > raw0 + 1000000) {
     map.rate = static_cast<double>(map.theirs1 - theirs0) / static_cast<double>(map.raw1 - raw0);
   }
