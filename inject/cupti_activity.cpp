@@ -319,7 +319,7 @@ void CUPTIAPI cupti_buffer_requested(uint8_t** buffer, size_t* size, size_t* max
   *size = kBufferBytes;
 }
 
-void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
                                      size_t valid_size) {
   // CUPTI's own count of records it could not store, asked outside our lock.
   size_t dropped = 0;
@@ -328,7 +328,11 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
       api->get_num_dropped(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped != 0) {
     g_dropped_total.fetch_add(dropped, std::memory_order_relaxed);
   }
-  if (buffer == nullptr || !take_handed(buffer)) return;
+  if (buffer == nullptr) return;
+  if (!take_handed(buffer)) {  // not ours to reuse
+    return_to_second_client(buffer, size, valid_size);
+    return;
+  }
   if (valid_size == 0 || g_forked.load(std::memory_order_relaxed)) {
     give_back(buffer);
     return;

@@ -228,6 +228,10 @@ void share_start(CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallba
   g_our_timestamp = timestamp;
   if (getrandom(&g_cookie, sizeof g_cookie, GRND_NONBLOCK) != sizeof g_cookie) g_cookie = now_ns() ^ 0x9e3779b97f4a7c15ull;
   g_capturing.store(true, std::memory_order_release);
+  // A client registered before us: its callbacks and clock were CUPTI's until now.
+  if (CUpti_BuffersCallbackCompleteFunc earlier = g_completed.load(std::memory_order_acquire)) {
+    note_client(reinterpret_cast<const void*>(earlier));
+  }
 }
 
 void share_note_our_kind(CUpti_ActivityKind kind) {
@@ -240,6 +244,13 @@ void share_forget_after_fork() {
 }
 
 bool second_client_seen() { return g_seen.load(std::memory_order_relaxed); }
+
+bool return_to_second_client(uint8_t* buffer, size_t size, size_t valid) {
+  CUpti_BuffersCallbackCompleteFunc completed = g_completed.load(std::memory_order_acquire);
+  if (completed == nullptr || !capturing()) return false;
+  completed(/*context=*/nullptr, /*streamId=*/0, buffer, size, valid);
+  return true;
+}
 
 void share_with_second_client(const uint8_t* buffer, size_t valid) {
   const CuptiApi* api = cupti();
@@ -278,17 +289,22 @@ namespace ti = torchprof::inject;
 
 extern "C" {
 
+// A client that registers before our tracing starts is remembered too: once ours are
+// CUPTI's callbacks, it gets its share, and the buffers it had handed CUPTI go back to it.
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                                                      CUpti_BuffersCallbackCompleteFunc completed) {
+  if (requested == nullptr || completed == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   if (!ti::capturing()) {
     auto forward = TP_REAL(cuptiActivityRegisterCallbacks);
     if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
     const CUptiResult rc = forward(requested, completed);
-    if (!ti::capturing() || rc != CUPTI_SUCCESS) return rc;
+    if (rc != CUPTI_SUCCESS) return rc;
+    ti::g_requested.store(requested, std::memory_order_release);
+    ti::g_completed.store(completed, std::memory_order_release);
+    if (!ti::capturing()) return rc;
     // Our tracing started inside that call (it started CUDA): ours must be CUPTI's.
     forward(ti::g_our_requested, ti::g_our_completed);
   }
-  if (requested == nullptr || completed == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   ti::g_requested.store(requested, std::memory_order_release);
   ti::g_completed.store(completed, std::memory_order_release);
   ti::note_client(reinterpret_cast<const void*>(completed));
@@ -296,14 +312,17 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_Buffe
 }
 
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc clock) {
+  if (clock == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   if (!ti::capturing()) {
     auto forward = TP_REAL(cuptiActivityRegisterTimestampCallback);
     if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
     const CUptiResult rc = forward(clock);
-    if (!ti::capturing() || rc != CUPTI_SUCCESS) return rc;
+    if (rc != CUPTI_SUCCESS) return rc;
+    ti::hold_client_clock(clock);  // for when our tracing replaces it
+    if (!ti::capturing()) return rc;
     if (ti::g_our_timestamp != nullptr) forward(ti::g_our_timestamp);
+    return rc;
   }
-  if (clock == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   ti::hold_client_clock(clock);
   return CUPTI_SUCCESS;
 }

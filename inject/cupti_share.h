@@ -39,4 +39,8 @@ void share_with_second_client(const uint8_t* buffer, size_t valid);
 // Whether a second client registered buffer callbacks while we traced.
 bool second_client_seen();
 
+// A buffer CUPTI returned that we never handed out: the second client's, from before
+// our callbacks replaced its own. Handed back to it; false when there is none.
+bool return_to_second_client(uint8_t* buffer, size_t size, size_t valid);
+
 }  // namespace torchprof::inject
