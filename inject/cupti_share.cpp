@@ -5,6 +5,7 @@
 #include <sys/random.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -81,12 +82,29 @@ void note_client(const void* callback) {
   gpu_notice_line(LogLevel::kInfo, line);
 }
 
+// Their clock read between two of ours, the narrowest of a few tries: a pair whose
+// reads were preempted apart would skew the rate and every time mapped with it.
+ClockPair read_pair(CUpti_TimestampCallbackFunc clock) {
+  ClockPair best;
+  uint64_t best_width = UINT64_MAX;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t before = now_ns();
+    const uint64_t theirs = clock();
+    const uint64_t after = now_ns();
+    if (after - before < best_width) {
+      best_width = after - before;
+      best = ClockPair{before + (after - before) / 2, theirs};
+    }
+  }
+  return best;
+}
+
 // Two pairs 2 ms apart give the client clock's rate for the first buffers, shared
 // before pairs far enough apart exist (once per registration, on the client's thread).
 void hold_client_clock(CUpti_TimestampCallbackFunc clock) {
-  const ClockPair first{now_ns(), clock()};
+  const ClockPair first = read_pair(clock);
   ClockPair second = first;
-  while (second.ours < first.ours + 2000000) second = ClockPair{now_ns(), clock()};
+  while (second.ours < first.ours + 2000000) second = read_pair(clock);
   pthread_mutex_lock(&g_clock_mu);
   g_first_pair = first;
   g_first_rate = clock_rate(first, second);
@@ -261,7 +279,7 @@ void share_with_second_client(const uint8_t* buffer, size_t valid) {
     copier.first = g_first_pair;
     copier.rate0 = g_first_rate;
     pthread_mutex_unlock(&g_clock_mu);
-    copier.last = ClockPair{now_ns(), clock()};
+    copier.last = read_pair(clock);
     copier.clock = true;
   }
   // A record's length is the distance to the next one; the last runs to the end.
