@@ -77,7 +77,7 @@ std::string demangle(const std::string& mangled) {
 bool GpuDecoder::decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
                         const Name& name) {
   auto kind = static_cast<wire::Kind>(r.kind);
-  if (kind < wire::Kind::kKernel || kind > wire::Kind::kCudaProfiler) return false;
+  if (kind < wire::Kind::kKernel || kind > wire::Kind::kGpuState) return false;
   if (extra_bytes < extra_size(kind)) {
     ++short_records_;
     return true;
@@ -97,8 +97,33 @@ bool GpuDecoder::decode(const wire::Record& r, const uint8_t* extra, size_t extr
     case wire::Kind::kCudaProfiler:
       proc_.profiler_toggles.push_back({epoch(r.ts), tid, r.a == 1});
       break;
+    case wire::Kind::kGpuUnreadable:  // cumulative, like kGpuDropped
+      proc_.gpu_unreadable_buffers = std::max(proc_.gpu_unreadable_buffers, r.a);
+      proc_.gpu_unreadable_bytes = std::max(proc_.gpu_unreadable_bytes, r.b);
+      unreadable_result_ = r.domain;
+      break;
+    case wire::Kind::kGpuState: state(r.a); break;
     default: break;
   }
+  return true;
+}
+
+void GpuDecoder::state(uint64_t value) {
+  switch (static_cast<wire::GpuTracing>(value)) {
+    case wire::GpuTracing::kOn: proc_.gpu_tracing = "on"; break;
+    case wire::GpuTracing::kOff: proc_.gpu_tracing = "off"; break;
+    case wire::GpuTracing::kNotStarted: proc_.gpu_tracing = "not_started"; break;
+    default: break;
+  }
+}
+
+// CUPTI_TIMESTAMP_UNKNOWN (0) at either end: CUPTI never collected the record's
+// times (a forced flush while the work was queued, an exit without a synchronize,
+// an overflowing device buffer). Placed at time 0 it would stretch the process
+// over the whole uptime; it is counted instead.
+bool GpuDecoder::incomplete(const wire::Record& r) {
+  if (r.ts != 0 && r.a != 0) return false;
+  ++proc_.gpu_incomplete;
   return true;
 }
 
@@ -108,6 +133,7 @@ void GpuDecoder::span(int64_t start, int64_t end) {
 }
 
 void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const Name& name) {
+  if (incomplete(r)) return;
   auto x = load<wire::GpuKernelExtra>(extra);
   GpuEvent& g = proc_.gpu_events.emplace_back();
   g.kind = GpuKind::kKernel;
@@ -133,6 +159,7 @@ void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const Name&
 }
 
 void GpuDecoder::copy(const wire::Record& r, const uint8_t* extra, bool is_memset) {
+  if (incomplete(r)) return;
   auto x = load<wire::GpuCopyExtra>(extra);
   GpuEvent& g = proc_.gpu_events.emplace_back();
   g.kind = is_memset ? GpuKind::kMemset : GpuKind::kMemcpy;
@@ -158,6 +185,7 @@ void GpuDecoder::copy(const wire::Record& r, const uint8_t* extra, bool is_memse
 }
 
 void GpuDecoder::sync(const wire::Record& r, const uint8_t* extra) {
+  if (incomplete(r)) return;
   auto x = load<wire::GpuSyncExtra>(extra);
   GpuEvent& g = proc_.gpu_events.emplace_back();
   g.kind = GpuKind::kSync;
@@ -252,6 +280,18 @@ void GpuDecoder::finish() {
                    [](const ProfilerToggle& x, const ProfilerToggle& y) { return x.ts_ns < y.ts_ns; });
   if (short_records_ > 0) {
     proc_.warnings.push_back(std::to_string(short_records_) + " GPU records were too short and were skipped");
+  }
+  if (proc_.gpu_incomplete > 0) {
+    proc_.warnings.push_back(std::to_string(proc_.gpu_incomplete) +
+                             " GPU records came without times (CUPTI did not collect them: work still queued at a "
+                             "forced flush or at an exit without synchronizing, or a full device buffer); they "
+                             "count nowhere");
+  }
+  if (proc_.gpu_unreadable_buffers > 0) {
+    proc_.warnings.push_back(std::to_string(proc_.gpu_unreadable_bytes) + " bytes of GPU records in " +
+                             std::to_string(proc_.gpu_unreadable_buffers) +
+                             " CUPTI buffers could not be read (cuptiActivityGetNextRecord failed with CUPTI "
+                             "result " + std::to_string(unreadable_result_) + " mid-buffer); those records are lost");
   }
 }
 

@@ -1,5 +1,6 @@
-// Decoding of the CUDA/GPU records (wire kinds 34..42: kernels, copies, memsets,
-// syncs, memory, devices, drops, notices, profiler start/stop) into a Process.
+// Decoding of the CUDA/GPU records (wire kinds 34..44: kernels, copies, memsets,
+// syncs, memory, devices, drops, notices, profiler start/stop, unreadable
+// buffers, tracing state) into a Process.
 // API-call records (32, 33) are timeline events and stay with decode.cpp.
 #pragma once
 
@@ -27,7 +28,7 @@ class GpuDecoder {
   // epoch_offset converts record timestamps (monotonic ns) to Unix-epoch ns.
   GpuDecoder(Process& proc, int64_t epoch_offset) : proc_(proc), offset_(epoch_offset) {}
 
-  // Handles kinds kKernel..kCudaProfiler; false for any other kind. `name` is the
+  // Handles kinds kKernel..kGpuState; false for any other kind. `name` is the
   // record's name string, `extra` its continuation slots.
   bool decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
               const Name& name);
@@ -55,12 +56,15 @@ class GpuDecoder {
   void memory(const wire::Record& r, const uint8_t* extra);
   void device(const wire::Record& r, const uint8_t* extra, const std::string& name);
   void notice(const std::string& text);
+  void state(uint64_t value);
+  bool incomplete(const wire::Record& r);
 
   Process& proc_;
   int64_t offset_;
   int64_t first_ = std::numeric_limits<int64_t>::max();
   int64_t last_ = std::numeric_limits<int64_t>::min();
   uint64_t short_records_ = 0;
+  uint16_t unreadable_result_ = 0;  // the CUptiResult of the last buffer cut short
   std::unordered_map<Name, Name> demangled_;  // kernel names: recorded → displayed
   std::unordered_map<uint32_t, Name> copy_names_;  // memcpy/memset row names by kinds
 };

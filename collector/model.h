@@ -268,6 +268,11 @@ struct Process {
   std::vector<ProfilerToggle> profiler_toggles;  // in time order
   std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
   uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
+  // GPU records CUPTI delivered without times (not collected): counted, in no span or row.
+  uint64_t gpu_incomplete = 0;
+  uint64_t gpu_unreadable_buffers = 0;     // CUPTI buffers cut short by a record it could not read
+  uint64_t gpu_unreadable_bytes = 0;       // the bytes of them left unread
+  std::string gpu_tracing;                 // "on" | "off" | "not_started"; empty: CUDA never came up
 
   // `e` is an element of events_list.
   CudaTime cuda_time(const Event& e) const {

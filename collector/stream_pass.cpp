@@ -102,6 +102,10 @@ void ConnPass::report(Process& proc, const ConnPass* scan) const {
                             " GPU records have no recorded launching API call; they count in no range");
   }
   proc.cupti_dropped = gpu_scratch_.cupti_dropped;
+  proc.gpu_incomplete = gpu_scratch_.gpu_incomplete;
+  proc.gpu_unreadable_buffers = gpu_scratch_.gpu_unreadable_buffers;
+  proc.gpu_unreadable_bytes = gpu_scratch_.gpu_unreadable_bytes;
+  proc.gpu_tracing = gpu_scratch_.gpu_tracing;
   for (const auto& [text, id] : notices_) {
     proc.gpu_notices.push_back(id != 0 && text == stand_in_text(id) ? final_text(id) : text);
   }

@@ -50,7 +50,10 @@ Json process_json(const Process& p) {
           {"steps", p.steps.size()},
           {"cycles", cycle_count(p)},
           {"threads", std::move(threads)},
-          {"warnings", p.warnings}};
+          {"warnings", p.warnings},
+          {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
+          {"gpu_incomplete_records", p.gpu_incomplete},
+          {"gpu_unreadable_bytes", p.gpu_unreadable_bytes}};
 }
 
 Json steps_json(const Run& run) {
@@ -253,6 +256,14 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["steps"] = steps_json(run);
   j["ops"] = ops_json(run);
   j["cupti_dropped"] = run.cupti_dropped;
+  uint64_t incomplete = 0;
+  uint64_t unreadable = 0;
+  for (const Process& p : run.processes) {
+    incomplete += p.gpu_incomplete;
+    unreadable += p.gpu_unreadable_bytes;
+  }
+  j["gpu_incomplete_records"] = incomplete;
+  j["gpu_unreadable_bytes"] = unreadable;
   j["gpu_notices"] = run.gpu_notices;
   j["gpu"] = gpu_json(run);
   j["memory"] = memory_json(run);

@@ -88,6 +88,7 @@ void load_config() {
   const char* huge = getenv(env::kHugePages);
   c.huge_pages = huge == nullptr || strcmp(huge, "0") != 0;
   c.flush_ms = read_u32(env::kFlushMs, 20, 1, 60000);
+  c.gpu_flush_ms = read_u32(env::kGpuFlushMs, 500, 0, 600000);
   c.exit_timeout_ms = read_u32(env::kExitTimeoutMs, 2000, 0, 600000);
   const char* encoding = getenv(env::kFrameEncoding);
   c.delta_frames = encoding == nullptr || strcmp(encoding, "raw") != 0;

@@ -22,6 +22,7 @@ struct Config {
   uint32_t buffer_kb = 1024;
   bool huge_pages = true;           // TORCHPROF_HUGE_PAGES is not "0"
   uint32_t flush_ms = 20;
+  uint32_t gpu_flush_ms = 500;      // TORCHPROF_GPU_FLUSH_MS, 0 = no periodic CUPTI flush
   uint32_t exit_timeout_ms = 2000;
   bool delta_frames = true;         // TORCHPROF_FRAME_ENCODING is not "raw"
   bool tsc_clock = true;            // TORCHPROF_CLOCK is not "monotonic"

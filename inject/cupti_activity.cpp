@@ -1,14 +1,19 @@
 #include "inject/cupti_activity.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
 #include "formats/wire/wire.h"
 #include "inject/clock.h"
 #include "inject/cupti_api.h"
+#include "inject/cupti_share.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
 
@@ -29,6 +34,7 @@ constexpr uint64_t kWorstUnitSlots = 3 + 1 + wire::slots_for_bytes(wire::kMaxStr
 struct Completed {
   uint8_t* data;
   size_t valid;
+  uint64_t reference;  // g_correlation_reference when CUPTI handed the buffer back
 };
 
 // The pool and the completed queue, under one mutex held for a few stores.
@@ -40,6 +46,8 @@ struct BufferPool {
   Completed queue[kMaxBuffers] = {};  // a buffer is queued at most once: never overflows
   uint32_t queue_head = 0;            // next to pop
   uint32_t queue_size = 0;
+  uint8_t* handed[kMaxBuffers] = {};  // buffers CUPTI holds now
+  int handed_count = 0;
 };
 
 BufferPool g_pool;
@@ -47,15 +55,25 @@ std::atomic<bool> g_enabled{false};
 std::atomic<bool> g_forked{false};
 std::atomic<int64_t> g_clock_offset{0};
 std::atomic<uint64_t> g_dropped_total{0};
+std::atomic<uint32_t> g_completed{0};     // buffers queued for conversion so far
+std::atomic<uint32_t> g_converted{0};     // of those, converted (a futex word: exit waits on it)
+bool g_skip_kernels = false;              // kinds whose layout this build does not read
+bool g_skip_devices = false;
 
 // Flusher-only state: the buffer being walked and the last record done.
 struct Cursor {
   uint8_t* data = nullptr;
   size_t valid = 0;
   CUpti_Activity* last = nullptr;
+  uint64_t reference = 0;
 };
 Cursor g_cursor;
 uint64_t g_dropped_written = 0;
+// Buffers cut short by a record CUPTI could not step over, and the bytes left unread.
+uint64_t g_unreadable_buffers = 0;
+uint64_t g_unreadable_bytes = 0;
+uint64_t g_unreadable_written = 0;
+CUptiResult g_unreadable_result = CUPTI_SUCCESS;
 
 class PoolLock {
  public:
@@ -68,11 +86,28 @@ void give_back(uint8_t* data) {
   g_pool.spare[g_pool.spare_count++] = data;
 }
 
+void note_handed(uint8_t* data) {
+  PoolLock lock;
+  g_pool.handed[g_pool.handed_count++] = data;
+}
+
+// False for a buffer CUPTI got from another client's bufferRequested before ours
+// were registered: it is not ours to reuse.
+bool take_handed(uint8_t* data) {
+  PoolLock lock;
+  for (int i = 0; i < g_pool.handed_count; ++i) {
+    if (g_pool.handed[i] != data) continue;
+    g_pool.handed[i] = g_pool.handed[--g_pool.handed_count];
+    return true;
+  }
+  return false;
+}
+
 bool pop_completed(Cursor* out) {
   PoolLock lock;
   if (g_pool.queue_size == 0) return false;
   const Completed& c = g_pool.queue[g_pool.queue_head];
-  *out = Cursor{c.data, c.valid, nullptr};
+  *out = Cursor{c.data, c.valid, nullptr, c.reference};
   g_pool.queue_head = (g_pool.queue_head + 1) % kMaxBuffers;
   --g_pool.queue_size;
   return true;
@@ -85,6 +120,8 @@ uint64_t to_ours(uint64_t cupti_ts) {
 
 uint8_t k(Kind kind) { return static_cast<uint8_t>(kind); }
 uint16_t dev(uint32_t device) { return static_cast<uint16_t>(device); }
+// A record's correlation id widened against the reference of its buffer.
+uint64_t corr(uint32_t raw) { return widen_correlation(raw, g_cursor.reference); }
 
 template <typename Extra>
 void put(ThreadBuffer* tb, const NameRef& name, const Record& head, const Extra& extra) {
@@ -108,7 +145,7 @@ void write_kernel(ThreadBuffer* tb, const CUpti_ActivityKernel10& r) {
   x.graph_id = r.graphId;
   x.graph_node_id = r.graphNodeId;
   x.queued = to_ours(r.queued);
-  Record head{k(Kind::kKernel), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  Record head{k(Kind::kKernel), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, ascii_name(r.name), head, x);
 }
 
@@ -122,7 +159,23 @@ void write_memcpy(ThreadBuffer* tb, const CUpti_ActivityMemcpy6& r) {
   x.dst_kind = r.dstKind;
   x.flags = r.flags;
   x.graph_id = r.graphId;
-  Record head{k(Kind::kMemcpy), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  Record head{k(Kind::kMemcpy), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
+  put(tb, NameRef{}, head, x);
+}
+
+// Peer-to-peer copies come only as MEMCPY2 records: a kMemcpy of copy kind PTOP on
+// the source device.
+void write_peer_copy(ThreadBuffer* tb, const CUpti_ActivityMemcpyPtoP4& r) {
+  wire::GpuCopyExtra x{};
+  x.bytes = r.bytes;
+  x.stream = r.streamId;
+  x.context = r.contextId;
+  x.copy_kind = r.copyKind;
+  x.src_kind = r.srcKind;
+  x.dst_kind = r.dstKind;
+  x.flags = r.flags;
+  x.graph_id = r.graphId;
+  Record head{k(Kind::kMemcpy), 0, dev(r.srcDeviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, NameRef{}, head, x);
 }
 
@@ -135,7 +188,7 @@ void write_memset(ThreadBuffer* tb, const CUpti_ActivityMemset4& r) {
   x.dst_kind = static_cast<uint8_t>(r.memoryKind);
   x.flags = static_cast<uint8_t>(r.flags);
   x.graph_id = r.graphId;
-  Record head{k(Kind::kMemset), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  Record head{k(Kind::kMemset), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, NameRef{}, head, x);
 }
 
@@ -145,7 +198,7 @@ void write_memory(ThreadBuffer* tb, const CUpti_ActivityMemory4& r) {
   x.memory_kind = static_cast<uint8_t>(r.memoryKind);
   x.stream = r.streamId;
   x.context = r.contextId;
-  x.correlation = r.correlationId;
+  x.correlation = corr(r.correlationId);
   x.pc = r.PC;
   Record head{k(Kind::kMemory), 0, dev(r.deviceId), 0, to_ours(r.timestamp), r.address, r.bytes};
   put(tb, NameRef{}, head, x);
@@ -158,7 +211,7 @@ void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
   x.context = r.contextId;
   x.event = r.cudaEventId;
   // The record names a context, not a device; the analysis maps contexts to devices.
-  Record head{k(Kind::kSync), 0, 0, 0, to_ours(r.start), to_ours(r.end), r.correlationId};
+  Record head{k(Kind::kSync), 0, 0, 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, NameRef{}, head, x);
 }
 
@@ -185,17 +238,57 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
   switch (a->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
+      if (!g_skip_kernels) write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY: write_memcpy(tb, *reinterpret_cast<const CUpti_ActivityMemcpy6*>(a)); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      write_peer_copy(tb, *reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(a));
+      break;
     case CUPTI_ACTIVITY_KIND_MEMSET: write_memset(tb, *reinterpret_cast<const CUpti_ActivityMemset4*>(a)); break;
     case CUPTI_ACTIVITY_KIND_MEMORY2: write_memory(tb, *reinterpret_cast<const CUpti_ActivityMemory4*>(a)); break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
       write_sync(tb, *reinterpret_cast<const CUpti_ActivitySynchronization2*>(a));
       break;
-    case CUPTI_ACTIVITY_KIND_DEVICE: write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a)); break;
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+      if (!g_skip_devices) write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a));
+      break;
     default: break;  // kinds we did not enable (or CUPTI adds on its own): skipped
   }
+}
+
+void buffer_done(uint8_t* data) {
+  give_back(data);
+  g_converted.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_converted), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// A record CUPTI cannot step over ends the walk of its buffer: what is left is
+// counted (kGpuUnreadable), not dropped in silence.
+void buffer_cut_short(CUptiResult result) {
+  const size_t read = g_cursor.last != nullptr ? static_cast<size_t>(reinterpret_cast<uint8_t*>(g_cursor.last) -
+                                                                     g_cursor.data)
+                                               : 0;
+  ++g_unreadable_buffers;
+  g_unreadable_bytes += g_cursor.valid > read ? g_cursor.valid - read : 0;
+  g_unreadable_result = result;
+}
+
+// kGpuDropped / kGpuUnreadable when their counts moved; true when one was written.
+bool write_counts(ThreadBuffer* tb) {
+  const uint64_t dropped = g_dropped_total.load(std::memory_order_relaxed);
+  if (dropped != g_dropped_written) {
+    record_with_extra(tb, NameRef{}, Record{k(Kind::kGpuDropped), 0, 0, 0, now_ns(), dropped, 0}, nullptr, 0);
+    g_dropped_written = dropped;
+    return true;
+  }
+  if (g_unreadable_buffers != g_unreadable_written) {
+    Record r{k(Kind::kGpuUnreadable), 0, static_cast<uint16_t>(g_unreadable_result), 0, now_ns(),
+             g_unreadable_buffers, g_unreadable_bytes};
+    record_with_extra(tb, NameRef{}, r, nullptr, 0);
+    g_unreadable_written = g_unreadable_buffers;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -221,11 +314,12 @@ void CUPTIAPI cupti_buffer_requested(uint8_t** buffer, size_t* size, size_t* max
     --g_pool.allocated;
     return;
   }
+  note_handed(data);
   *buffer = data;
   *size = kBufferBytes;
 }
 
-void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
                                      size_t valid_size) {
   // CUPTI's own count of records it could not store, asked outside our lock.
   size_t dropped = 0;
@@ -235,22 +329,56 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
     g_dropped_total.fetch_add(dropped, std::memory_order_relaxed);
   }
   if (buffer == nullptr) return;
+  if (!take_handed(buffer)) {  // not ours to reuse
+    return_to_second_client(buffer, size, valid_size);
+    return;
+  }
   if (valid_size == 0 || g_forked.load(std::memory_order_relaxed)) {
     give_back(buffer);
     return;
   }
+  // A second CUPTI client gets its copies now, before the buffer can be reused:
+  // its flush returns only after this callback (cupti_share.cpp).
+  share_with_second_client(buffer, valid_size);
+  const uint64_t reference = g_correlation_reference.load(std::memory_order_relaxed);
   {
     PoolLock lock;
-    g_pool.queue[(g_pool.queue_head + g_pool.queue_size) % kMaxBuffers] = Completed{buffer, valid_size};
+    g_pool.queue[(g_pool.queue_head + g_pool.queue_size) % kMaxBuffers] = Completed{buffer, valid_size, reference};
     ++g_pool.queue_size;
   }
+  g_completed.fetch_add(1, std::memory_order_release);
   if (ProcessState* ps = process_state()) sem_post(&ps->wake);
 }
 
 void set_gpu_clock_offset(int64_t offset_ns) { g_clock_offset.store(offset_ns, std::memory_order_relaxed); }
 int64_t gpu_clock_offset() { return g_clock_offset.load(std::memory_order_relaxed); }
 
-void gpu_activity_enable() { g_enabled.store(true, std::memory_order_release); }
+std::atomic<uint64_t> g_correlation_reference{0};
+
+void gpu_activity_enable(uint32_t cupti_version) {
+  g_skip_kernels = newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, cupti_version) != nullptr;
+  g_skip_devices = newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, cupti_version) != nullptr;
+  g_enabled.store(true, std::memory_order_release);
+}
+
+int gpu_buffers_outstanding() {
+  PoolLock lock;
+  return g_pool.handed_count;
+}
+
+bool gpu_activity_wait_converted(uint64_t deadline_ns) {
+  const uint32_t target = g_completed.load(std::memory_order_acquire);
+  if (ProcessState* ps = process_state()) sem_post(&ps->wake);
+  for (;;) {
+    const uint32_t done = g_converted.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(done - target) >= 0) return true;
+    const uint64_t now = now_ns();
+    if (now >= deadline_ns) return false;
+    const uint64_t left = deadline_ns - now;
+    timespec rel{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_converted), FUTEX_WAIT_PRIVATE, done, &rel, nullptr, 0);
+  }
+}
 
 bool gpu_activity_enabled() {
   return g_enabled.load(std::memory_order_acquire) && !g_forked.load(std::memory_order_relaxed);
@@ -261,17 +389,13 @@ ConvertStatus convert_gpu_activity(ThreadBuffer* tb) {
   if (api == nullptr || !gpu_activity_enabled()) return ConvertStatus::kDone;
   for (;;) {
     if (!tb->ring.has_room(kWorstUnitSlots)) return ConvertStatus::kNeedRoom;
-    uint64_t dropped = g_dropped_total.load(std::memory_order_relaxed);
-    if (dropped != g_dropped_written) {
-      Record r{k(Kind::kGpuDropped), 0, 0, 0, now_ns(), dropped, 0};
-      record_with_extra(tb, NameRef{}, r, nullptr, 0);
-      g_dropped_written = dropped;
-      continue;
-    }
+    if (write_counts(tb)) continue;
     if (g_cursor.data == nullptr && !pop_completed(&g_cursor)) return ConvertStatus::kDone;
     CUpti_Activity* record = g_cursor.last;
-    if (api->get_next_record(g_cursor.data, g_cursor.valid, &record) != CUPTI_SUCCESS) {
-      give_back(g_cursor.data);  // end of buffer (or a record CUPTI cannot step over)
+    const CUptiResult rc = api->get_next_record(g_cursor.data, g_cursor.valid, &record);
+    if (rc != CUPTI_SUCCESS) {
+      if (rc != CUPTI_ERROR_MAX_LIMIT_REACHED) buffer_cut_short(rc);
+      buffer_done(g_cursor.data);
       g_cursor = Cursor{};
       continue;
     }

@@ -9,9 +9,11 @@
 
 #include <cupti.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "inject/cupti_support.h"
 #include "inject/thread_buffer.h"
 
 namespace torchprof::inject {
@@ -31,8 +33,31 @@ void set_gpu_clock_offset(int64_t offset_ns);
 int64_t gpu_clock_offset();
 
 // Turns conversion on (InitializeInjection, after the callbacks are registered).
-void gpu_activity_enable();
+// `skip_kind(k)` is true for kinds whose records this build must not read (a
+// newer CUPTI's layout, see cupti_support.h); they are stepped over.
+void gpu_activity_enable(uint32_t cupti_version);
 bool gpu_activity_enabled();
+
+// The most recent widened correlation id (cupti_support.h): API callbacks move
+// it, completed buffers take a copy, so both widen ids the same way.
+extern std::atomic<uint64_t> g_correlation_reference;
+
+// An API callback's correlation id, widened to 64 bits (hot path).
+inline uint64_t widen_api_correlation(uint32_t raw) {
+  const uint64_t reference = g_correlation_reference.load(std::memory_order_relaxed);
+  const uint64_t id = widen_correlation(raw, reference);
+  if (__builtin_expect(correlation_reference_due(id, reference), 0)) {
+    g_correlation_reference.store(id, std::memory_order_relaxed);
+  }
+  return id;
+}
+
+// Buffers CUPTI has been handed by cupti_buffer_requested and not given back.
+int gpu_buffers_outstanding();
+
+// Exit: true once every buffer CUPTI completed so far has been converted, waiting
+// (the flusher converts them) until `deadline_ns` on our clock at most.
+bool gpu_activity_wait_converted(uint64_t deadline_ns);
 
 enum class ConvertStatus {
   kDone,      // nothing queued any more

@@ -1,9 +1,11 @@
 #include "inject/cupti_api.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "formats/wire/env.h"
 #include "inject/config.h"
@@ -13,6 +15,43 @@ namespace {
 
 CuptiApi g_api;
 const CuptiApi* g_loaded = nullptr;
+void* g_handle = nullptr;
+char g_loaded_path[512];
+
+const char* base_name(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash != nullptr ? slash + 1 : path;
+}
+
+// A loaded object that is a libcupti: "libcupti.so*", or the file TORCHPROF_CUPTI_LIB names.
+struct LoadedSearch {
+  const char* wanted_base = nullptr;  // basename of TORCHPROF_CUPTI_LIB, or nullptr
+  char path[512] = {};
+};
+
+int find_loaded_cupti(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<LoadedSearch*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+  const char* base = base_name(info->dlpi_name);
+  const bool cupti = strncmp(base, "libcupti.so", 11) == 0 ||
+                     (search->wanted_base != nullptr && strcmp(base, search->wanted_base) == 0);
+  if (!cupti) return 0;
+  snprintf(search->path, sizeof search->path, "%s", info->dlpi_name);
+  return 1;
+}
+
+// The libcupti the program has loaded already, without loading anything.
+void* open_loaded(const char** used) {
+  const char* from_env = getenv(env::kCuptiLib);
+  LoadedSearch search;
+  if (from_env != nullptr && *from_env != '\0') search.wanted_base = base_name(from_env);
+  if (dl_iterate_phdr(&find_loaded_cupti, &search) == 0) return nullptr;
+  void* handle = dlopen(search.path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  snprintf(g_loaded_path, sizeof g_loaded_path, "%s", search.path);
+  *used = g_loaded_path;
+  return handle;
+}
 
 #ifndef TORCHPROF_CUPTI_BUILD_PATH
 #define TORCHPROF_CUPTI_BUILD_PATH ""
@@ -20,6 +59,7 @@ const CuptiApi* g_loaded = nullptr;
 
 // RTLD_LOCAL: CUPTI's symbols stay out of the program's namespace.
 void* open_library(const char** used) {
+  if (void* loaded = open_loaded(used)) return loaded;
   const char* from_env = getenv(env::kCuptiLib);
   if (from_env != nullptr && *from_env != '\0') {
     *used = from_env;  // an explicit choice is not second-guessed with fallbacks
@@ -51,12 +91,15 @@ bool resolve_all(void* handle, CuptiApi* api, const char** missing) {
   ok &= resolve(handle, "cuptiEnableCallback", &api->enable_callback, missing);
   ok &= resolve(handle, "cuptiActivityRegisterCallbacks", &api->register_callbacks, missing);
   ok &= resolve(handle, "cuptiActivityEnable", &api->activity_enable, missing);
+  ok &= resolve(handle, "cuptiActivityDisable", &api->activity_disable, missing);
   ok &= resolve(handle, "cuptiActivityFlushAll", &api->flush_all, missing);
   ok &= resolve(handle, "cuptiActivityGetNextRecord", &api->get_next_record, missing);
   ok &= resolve(handle, "cuptiActivityGetNumDroppedRecords", &api->get_num_dropped, missing);
   ok &= resolve(handle, "cuptiGetTimestamp", &api->get_timestamp, missing);
   api->register_timestamp_callback = reinterpret_cast<decltype(api->register_timestamp_callback)>(
       dlsym(handle, "cuptiActivityRegisterTimestampCallback"));
+  api->get_callback_name =
+      reinterpret_cast<decltype(api->get_callback_name)>(dlsym(handle, "cuptiGetCallbackName"));
   return ok;
 }
 
@@ -83,13 +126,26 @@ const CuptiApi* load_cupti(char* why, size_t why_size) {
              cupti_version_line(CUPTI_API_VERSION));
     return nullptr;
   }
+  api.version = version;
+  api.path = path;
   g_api = api;
+  g_handle = handle;
   g_loaded = &g_api;
   notice(LogLevel::kDebug, "loaded %s (CUPTI API version %u)", path, version);
   return g_loaded;
 }
 
 const CuptiApi* cupti() { return g_loaded; }
+
+void* real_cupti_function(const char* name) {
+  if (g_handle != nullptr) return dlsym(g_handle, name);
+  // The program's libcupti is normally a dependency of one of its libraries (torch's
+  // libtorch_cuda.so), outside the global scope RTLD_NEXT searches: look for it.
+  if (void* next = dlsym(RTLD_NEXT, name)) return next;
+  const char* used = nullptr;
+  void* handle = open_loaded(&used);
+  return handle != nullptr ? dlsym(handle, name) : nullptr;
+}
 
 const char* cupti_result_text(CUptiResult result) {
   const char* text = nullptr;

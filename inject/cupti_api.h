@@ -19,12 +19,17 @@ struct CuptiApi {
   decltype(&cuptiEnableCallback) enable_callback = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
   decltype(&cuptiActivityEnable) activity_enable = nullptr;
+  decltype(&cuptiActivityDisable) activity_disable = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
   decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped = nullptr;
   decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
   // Optional: missing in old CUPTIs; then the clock offset is measured instead.
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
+  // Optional: without it every runtime/driver callback is enabled, informative or not.
+  decltype(&cuptiGetCallbackName) get_callback_name = nullptr;
+  uint32_t version = 0;      // what cuptiGetVersion reported
+  const char* path = "";     // the library's path as dlopen was given it
 };
 
 // The major line of a CUPTI API version (13 for 130001; versions before CUDA 13
@@ -37,10 +42,18 @@ constexpr bool cupti_version_compatible(uint32_t loaded, uint32_t compiled) {
   return cupti_version_line(loaded) != 0 && cupti_version_line(loaded) == cupti_version_line(compiled);
 }
 
-// Loads libcupti (TORCHPROF_CUPTI_LIB, else the toolkit's found at build time,
-// else the versioned sonames) and checks its version. On failure returns
-// nullptr and writes a one-line reason into `why`. Call once (InitializeInjection).
+// Loads libcupti and checks its version. A libcupti already in the process (the
+// program's own, e.g. torch's libcupti.so.12) is the one used: a second copy
+// from elsewhere would be a second CUPTI fighting the first over the driver's
+// callbacks. Otherwise TORCHPROF_CUPTI_LIB, else the toolkit's found at build
+// time, else the versioned sonames. On failure returns nullptr and writes a
+// one-line reason into `why`. Call once (InitializeInjection).
 const CuptiApi* load_cupti(char* why, size_t why_size);
+
+// The address of CUPTI function `name` in the libcupti the program itself uses
+// (ours once loaded, else one found in the process), for the interposed entry
+// points (cupti_share.cpp); nullptr when no libcupti is loaded.
+void* real_cupti_function(const char* name);
 
 // The table load_cupti filled, or nullptr before / after a failed load.
 const CuptiApi* cupti();

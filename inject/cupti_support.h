@@ -2,7 +2,9 @@
 // unit tests exercise them directly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace torchprof::inject {
 
@@ -36,6 +38,133 @@ inline bool measure_clock_offset(bool (*cupti_now)(uint64_t*), uint64_t (*our_no
     }
   }
   return best_width != UINT64_MAX;
+}
+
+// True for the runtime and driver API calls whose callbacks carry information a
+// profile shows: launches, copies, sets, allocations and frees, synchronisations,
+// event records and stream waits, graph launches, the profiler range and device
+// resets. `name` is CUPTI's callback name without its version tag
+// ("cudaLaunchKernel", "cuMemcpyHtoDAsync_v2"). Calls such as cudaGetDevice,
+// cudaGetLastError or cuCtxGetCurrent, made many times per launch by frameworks,
+// are left out: each would cost two callbacks and a record for nothing.
+inline bool informative_api(const char* name, uint32_t len) {
+  static constexpr const char* kPrefixes[] = {
+      // runtime
+      "cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaMemPrefetch",
+      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+      "cudaStreamWaitEvent", "cudaEventRecord", "cudaGraphLaunch", "cudaProfilerStart", "cudaProfilerStop",
+      "cudaDeviceReset",
+      // driver
+      "cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemPrefetch",
+      "cuMemCreate", "cuMemRelease", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+      "cuStreamWaitEvent", "cuEventRecord", "cuGraphLaunch", "cuProfilerStart", "cuProfilerStop"};
+  if (name == nullptr) return false;
+  for (const char* prefix : kPrefixes) {
+    const size_t n = strlen(prefix);
+    if (len >= n && memcmp(name, prefix, n) == 0) return true;
+  }
+  return false;
+}
+
+// CUPTI's correlation ids are 32-bit and wrap on long runs (some 70 minutes at a
+// million API calls a second). The id widened to 64 bits is the one nearest to
+// `reference`, a recent widened id: calls and the records naming them are never
+// 2^31 ids apart. 0 stays 0 (no id).
+inline uint64_t widen_correlation(uint32_t raw, uint64_t reference) {
+  if (raw == 0) return 0;
+  constexpr uint64_t kSpan = uint64_t{1} << 32;
+  uint64_t id = (reference & ~(kSpan - 1)) | raw;
+  if (id + kSpan / 2 < reference) {
+    id += kSpan;
+  } else if (id > reference + kSpan / 2 && id >= kSpan) {
+    id -= kSpan;
+  }
+  return id;
+}
+
+// The reference is moved only when a widened id enters a new 2^28 block: calls on
+// every thread read it, and a store that rare never contends.
+constexpr uint64_t kCorrelationBlock = uint64_t{1} << 28;
+inline bool correlation_reference_due(uint64_t id, uint64_t reference) {
+  return id > reference && id / kCorrelationBlock != reference / kCorrelationBlock;
+}
+
+// Record layouts. The structs read here are this header version's (CUDA 13.0:
+// CUpti_ActivityKernel10, Device5, Context3 and the copy/set/memory/sync ones);
+// a CUPTI of the same major line writes them unless it is a minor version known to
+// have moved a kind to a newer struct. 13.2 (API version 130200) brought Kernel11,
+// Device6 and Context4. `last_known` is the first API version that writes another
+// layout of that kind, 0 when none is known.
+struct RecordLayout {
+  uint32_t kind;         // CUpti_ActivityKind
+  const char* compiled;  // the struct this build reads
+  uint32_t newer_from;   // first CUPTI API version with another layout, 0: none known
+};
+
+inline constexpr RecordLayout kRecordLayouts[] = {
+    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130200},
+    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130200},
+    {8 /*DEVICE*/, "CUpti_ActivityDevice5", 130200},
+    {9 /*CONTEXT*/, "CUpti_ActivityContext3", 130200},
+};
+
+// The layout entry for `kind` when a CUPTI reporting `loaded` writes it in
+// another struct than the one compiled in; nullptr when the compiled one is right.
+inline const RecordLayout* newer_record_layout(uint32_t kind, uint32_t loaded) {
+  for (const RecordLayout& layout : kRecordLayouts) {
+    if (layout.kind == kind && layout.newer_from != 0 && loaded >= layout.newer_from) return &layout;
+  }
+  return nullptr;
+}
+
+// Maps a time on our clock to another client's clock (a TSC, say) from two pairs
+// read on both clocks: `first` long ago, `last` recently. The rate comes from the
+// two, the position from the recent one; with pairs less than 1 ms apart the rate
+// is `rate0`, measured when the client registered its clock.
+struct ClockPair {
+  uint64_t ours = 0;
+  uint64_t theirs = 0;
+};
+inline double clock_rate(const ClockPair& first, const ClockPair& last) {
+  return static_cast<double>(last.theirs - first.theirs) / static_cast<double>(last.ours - first.ours);
+}
+inline uint64_t map_to_their_clock(uint64_t t, const ClockPair& first, const ClockPair& last, double rate0 = 1.0) {
+  if (t == 0) return 0;  // unknown stays unknown
+  double rate = rate0;
+  if (last.ours > first.ours + 1000000) rate = clock_rate(first, last);
+  const double delta = (static_cast<double>(t) - static_cast<double>(last.ours)) * rate;
+  const double theirs = static_cast<double>(last.theirs) + delta;
+  return theirs <= 0 ? 1 : static_cast<uint64_t>(theirs);
+}
+
+// Buffers handed to a second CUPTI client hold copies of its records, each after
+// its own length, behind a header only this process writes:
+//   [magic 8][cookie 8] then { [u64 bytes][record, `bytes` long, 8-byte aligned] }...
+// cuptiActivityGetNextRecord walks them with next_shared_record.
+constexpr uint64_t kSharedBufferMagic = 0x31534d5054505443ull;  // "CTPTPMS1"
+constexpr size_t kSharedHeaderBytes = 16;
+
+inline bool is_shared_buffer(const uint8_t* buffer, size_t valid, uint64_t cookie) {
+  if (buffer == nullptr || valid < kSharedHeaderBytes) return false;
+  uint64_t head[2];
+  memcpy(head, buffer, sizeof head);
+  return head[0] == kSharedBufferMagic && head[1] == cookie;
+}
+
+// The record after `current` (nullptr: the first) in a shared buffer; false at its end.
+inline bool next_shared_record(uint8_t* buffer, size_t valid, uint8_t** current) {
+  size_t at = kSharedHeaderBytes;
+  if (*current != nullptr) {
+    uint64_t bytes = 0;
+    memcpy(&bytes, *current - 8, sizeof bytes);
+    at = static_cast<size_t>(*current - buffer) + bytes;
+  }
+  if (at + 8 > valid) return false;
+  uint64_t bytes = 0;
+  memcpy(&bytes, buffer + at, sizeof bytes);
+  if (bytes == 0 || bytes > valid - at - 8) return false;
+  *current = buffer + at + 8;
+  return true;
 }
 
 }  // namespace torchprof::inject

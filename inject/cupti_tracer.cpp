@@ -1,15 +1,11 @@
 #include "inject/cupti_tracer.h"
 
-#include <linux/futex.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
-#include <semaphore.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <climits>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +14,8 @@
 #include "inject/config.h"
 #include "inject/cupti_activity.h"
 #include "inject/cupti_api.h"
+#include "inject/cupti_flush.h"
+#include "inject/cupti_share.h"
 #include "inject/cupti_support.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
@@ -31,70 +29,37 @@ std::atomic<bool> g_started{false};
 std::atomic<bool> g_child{false};         // forked child: CUPTI state is the parent's, never touch it
 std::atomic<bool> g_record_api{false};    // TORCHPROF_TRACE lists cuda
 std::atomic<bool> g_activity{false};      // activity kinds enabled, buffers registered
-std::atomic<bool> g_exit_flushed{false};  // the atexit handler flushed CUPTI
+std::atomic<bool> g_exit_flushed{false};  // the atexit handler flushed CUPTI and saw it converted
 
-// ---- forced flushes on a helper thread, so every wait for CUPTI is bounded ----
-
-sem_t g_flush_request;
-std::atomic<uint32_t> g_flush_requested{0};
-std::atomic<uint32_t> g_flush_done{0};
-std::atomic<bool> g_flush_worker{false};
-
-void* flush_worker_main(void*) {
-  t_slot.exited = true;  // nothing on this thread is recorded
-  for (;;) {
-    while (sem_wait(&g_flush_request) != 0 && errno == EINTR) {
-    }
-    uint32_t want = g_flush_requested.load(std::memory_order_acquire);
-    TP_CUPTI_CALL(flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-    g_flush_done.store(want, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-  }
-  return nullptr;
-}
-
-void start_flush_worker() {
-  if (sem_init(&g_flush_request, /*pshared=*/0, /*value=*/0) != 0) return;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  g_flush_worker.store(pthread_create(&thread, &attr, flush_worker_main, nullptr) == 0, std::memory_order_release);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-}
-
-// True when CUPTI finished the flush within `timeout_ms`; on a timeout the
-// flush goes on in the background and whatever it delivers later is still converted.
-bool flush_bounded(uint32_t timeout_ms) {
-  if (!g_flush_worker.load(std::memory_order_acquire) || g_child.load(std::memory_order_relaxed)) return false;
-  uint32_t mine = g_flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
-  sem_post(&g_flush_request);
-  uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1000000ull;
-  for (;;) {
-    uint32_t done = g_flush_done.load(std::memory_order_acquire);
-    if (static_cast<int32_t>(done - mine) >= 0) return true;
-    uint64_t now = now_ns();
-    if (now >= deadline) return false;
-    uint64_t left = deadline - now;
-    timespec rel{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_flush_done), FUTEX_WAIT_PRIVATE, done, &rel, nullptr, 0);
-  }
-}
+// Set in an API call's ENTER callback, in the call's correlationData: an EXIT whose
+// ENTER we never saw (the call was in flight when callbacks were enabled, as the
+// cudaFree(0) or cudaGetDeviceCount that starts CUDA is) has no start of its own.
+constexpr uint64_t kEnterSeen = uint64_t{1} << 63;
 
 // Registered at InitializeInjection, so it runs before the CUDA runtime's own
-// exit handlers (registered earlier) tear CUDA down.
+// exit handlers (registered earlier) tear CUDA down: the last buffers are
+// flushed and converted while the kernel names they point to still exist.
 void flush_at_exit() {
   if (!g_activity.load(std::memory_order_acquire) || g_child.load(std::memory_order_relaxed)) return;
-  if (flush_bounded(config().exit_timeout_ms / 2)) g_exit_flushed.store(true, std::memory_order_release);
+  cupti_flush_stop_periodic();
+  const uint32_t budget_ms = config().exit_timeout_ms / 2;
+  const uint64_t deadline = now_ns() + uint64_t{budget_ms} * 1000000ull;
+  if (!cupti_flush_bounded(budget_ms, /*forced=*/true)) return;
+  if (gpu_activity_wait_converted(deadline)) g_exit_flushed.store(true, std::memory_order_release);
+  if (const int kept = gpu_buffers_outstanding(); kept > 0) {
+    char line[300];
+    snprintf(line, sizeof line,
+             "CUPTI kept %d of torchprof's activity buffers after the final flush: another CUPTI client in the "
+             "process (torch.profiler?) replaced its buffer callbacks; the GPU records in them are lost",
+             kept);
+    gpu_notice_line(LogLevel::kWarn, line);
+  }
 }
 
 void on_fork_child() {
   g_child.store(true, std::memory_order_relaxed);
-  g_flush_worker.store(false, std::memory_order_relaxed);  // the thread is not in the child
+  cupti_flush_forget_after_fork();
+  share_forget_after_fork();
   gpu_activity_forget_after_fork();
 }
 
@@ -109,7 +74,7 @@ void record_call(Kind kind, CUpti_CallbackId cbid, const CUpti_CallbackData* cb,
   if (tb == nullptr) return;
   NameRef name = ascii_name(cb->functionName);
   if (kind == Kind::kCudaRuntime) name.len = api_name_length(name.text, name.len);
-  record_api(tb, kind, static_cast<uint16_t>(cbid), name, enter, exit, cb->correlationId);
+  record_api(tb, kind, static_cast<uint16_t>(cbid), name, enter, exit, widen_api_correlation(cb->correlationId));
 }
 
 void record_profiler(bool start) {
@@ -120,28 +85,40 @@ void record_profiler(bool start) {
   }
 }
 
-// Records from the stopped range or the reset context must not wait for the
-// next periodic flush (or be lost with the context).
-void flush_now() {
-  if (g_activity.load(std::memory_order_acquire)) TP_CUPTI_CALL(flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
-}
-
+// Records from the stopped range must not wait for the next periodic flush, but a
+// forced flush would cut short the work still queued (its records come back with
+// no times): at a profiler stop, the completed buffers only. At a device reset or
+// a context's end its records would be lost with it: forced. Bounded either way.
 void after_api(bool is_start, bool is_stop, bool is_reset) {
   if (is_start || is_stop) record_profiler(is_start);
-  if (is_stop || is_reset) flush_now();
+  if ((is_stop || is_reset) && g_activity.load(std::memory_order_acquire)) {
+    cupti_flush_bounded(kCallbackFlushMs, /*forced=*/is_reset);
+  }
+}
+
+// ENTER: the start, tagged. EXIT: the start if its ENTER was seen, else 0 (nothing to record).
+uint64_t enter_or_exit(const CUpti_CallbackData* cb) {
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (cb->correlationData != nullptr) *cb->correlationData = now_ns() | kEnterSeen;
+    return 0;
+  }
+  if (cb->correlationData == nullptr || (*cb->correlationData & kEnterSeen) == 0) return 0;
+  return *cb->correlationData & ~kEnterSeen;
 }
 
 void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   ThreadSlot& slot = t_slot;
   if (cb->callbackSite == CUPTI_API_ENTER) {
     ++slot.cuda_runtime_depth;
-    if (cb->correlationData != nullptr) *cb->correlationData = now_ns();
+    enter_or_exit(cb);
     return;
   }
-  uint64_t exit = now_ns();
-  if (slot.cuda_runtime_depth > 0) --slot.cuda_runtime_depth;
-  uint64_t enter = cb->correlationData != nullptr ? *cb->correlationData : exit;
-  if (g_record_api.load(std::memory_order_relaxed)) record_call(Kind::kCudaRuntime, cbid, cb, enter, exit);
+  const uint64_t exit = now_ns();
+  const uint64_t enter = enter_or_exit(cb);
+  if (enter != 0) {
+    if (slot.cuda_runtime_depth > 0) --slot.cuda_runtime_depth;
+    if (g_record_api.load(std::memory_order_relaxed)) record_call(Kind::kCudaRuntime, cbid, cb, enter, exit);
+  }
   if (__builtin_expect(cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000 ||
                            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000 ||
                            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020,
@@ -157,12 +134,12 @@ void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
 void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   if (t_slot.cuda_runtime_depth != 0) return;
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    if (cb->correlationData != nullptr) *cb->correlationData = now_ns();
+    enter_or_exit(cb);
     return;
   }
-  uint64_t exit = now_ns();
-  uint64_t enter = cb->correlationData != nullptr ? *cb->correlationData : exit;
-  if (g_record_api.load(std::memory_order_relaxed)) record_call(Kind::kCudaDriver, cbid, cb, enter, exit);
+  const uint64_t exit = now_ns();
+  const uint64_t enter = enter_or_exit(cb);
+  if (enter != 0 && g_record_api.load(std::memory_order_relaxed)) record_call(Kind::kCudaDriver, cbid, cb, enter, exit);
   if (__builtin_expect(cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart || cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
                        0)) {
     after_api(cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, cbid == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, false);
@@ -175,7 +152,9 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     case CUPTI_CB_DOMAIN_RUNTIME_API: on_runtime(cbid, static_cast<const CUpti_CallbackData*>(data)); break;
     case CUPTI_CB_DOMAIN_DRIVER_API: on_driver(cbid, static_cast<const CUpti_CallbackData*>(data)); break;
     case CUPTI_CB_DOMAIN_RESOURCE:
-      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) flush_now();
+      if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && g_activity.load(std::memory_order_acquire)) {
+        cupti_flush_bounded(kCallbackFlushMs, /*forced=*/true);
+      }
       break;
     default: break;
   }
@@ -183,33 +162,32 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 
 // ---- setup (InitializeInjection) ----
 
-// One line on stderr and the same text as a kGpuNotice record, so the report shows it too.
-void gpu_notice(const char* text) {
-  notice(LogLevel::kWarn, "%s", text);
+void gpu_state(wire::GpuTracing state) {
   CallbackGuard guard;
   if (!guard.entered()) return;
   if (ThreadBuffer* tb = current_buffer()) {
-    wire::Record r{static_cast<uint8_t>(Kind::kGpuNotice), 0, 0, 0, now_ns(), 0, 0};
-    record_with_extra(tb, ascii_name(text), r, nullptr, 0);
+    record_plain(tb, wire::Record{static_cast<uint8_t>(Kind::kGpuState), 0, 0, 0, now_ns(),
+                                  static_cast<uint64_t>(state), 0});
   }
 }
 
 void gpu_off(const char* reason) {
   char line[480];
   snprintf(line, sizeof(line), "GPU tracing off: %s", reason);
-  gpu_notice(line);
+  gpu_notice_line(LogLevel::kWarn, line);
+  gpu_state(wire::GpuTracing::kOff);
 }
 
 bool read_cupti_clock(uint64_t* out) { return cupti()->get_timestamp(out) == CUPTI_SUCCESS; }
 
 // CUPTI reads our clock when it can; otherwise the offset is measured once.
-void align_clock() {
+CUpti_TimestampCallbackFunc align_clock() {
   const CuptiApi* api = cupti();
   if (api->register_timestamp_callback != nullptr &&
       TP_CUPTI_CALL(register_timestamp_callback(&our_timestamp)) == CUPTI_SUCCESS) {
     set_gpu_clock_offset(0);
     notice(LogLevel::kDebug, "GPU clock: CUPTI timestamp callback");
-    return;
+    return &our_timestamp;
   }
   int64_t offset = 0;
   if (measure_clock_offset(&read_cupti_clock, &now_ns, /*tries=*/16, &offset)) {
@@ -218,49 +196,100 @@ void align_clock() {
   } else {
     notice(LogLevel::kWarn, "GPU clock: cannot read CUPTI's clock; GPU times may be offset");
   }
+  return nullptr;
+}
+
+// Callbacks for the informative API calls only (cupti_support.h), named as the
+// loaded CUPTI names them; every call of both domains when it cannot name them.
+void enable_informative(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, uint32_t count) {
+  const CuptiApi* api = cupti();
+  if (api->get_callback_name == nullptr) {
+    TP_CUPTI_CALL(enable_domain(1, subscriber, domain));
+    return;
+  }
+  for (uint32_t cbid = 1; cbid < count; ++cbid) {
+    const char* name = nullptr;
+    if (api->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+    const uint32_t len = static_cast<uint32_t>(strlen(name));
+    if (informative_api(name, api_name_length(name, len))) api->enable_callback(1, subscriber, domain, cbid);
+  }
 }
 
 void enable_callbacks(CUpti_SubscriberHandle subscriber, bool api_calls) {
   if (api_calls) {
-    TP_CUPTI_CALL(enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
-    TP_CUPTI_CALL(enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
-  } else {  // only what the flushes and the capture range need
-    TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000));
-    TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000));
-    TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
-    TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart));
-    TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
+    enable_informative(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
+    enable_informative(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
   }
+  // What the flushes and the capture range need, whatever the names say.
+  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000));
+  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000));
+  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
+  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart));
+  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
   TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
 }
 
-bool enable_activity(bool gpu, bool memory) {
+int enable_kind(CUpti_ActivityKind kind) {
+  if (TP_CUPTI_CALL(activity_enable(kind)) != CUPTI_SUCCESS) return 0;
+  share_note_our_kind(kind);
+  return 1;
+}
+
+bool enable_activity(bool gpu, bool memory, CUpti_TimestampCallbackFunc timestamp) {
   if (!gpu && !memory) return false;
   if (TP_CUPTI_CALL(register_callbacks(&cupti_buffer_requested, &cupti_buffer_completed)) != CUPTI_SUCCESS) {
     return false;
   }
+  share_start(&cupti_buffer_requested, &cupti_buffer_completed, timestamp);
+  // MEMCPY2: peer-to-peer copies, which the MEMCPY kind never reports.
   static constexpr CUpti_ActivityKind kGpuKinds[] = {
-      CUPTI_ACTIVITY_KIND_DEVICE, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
       CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
   int enabled = 0;
   if (gpu) {
-    for (CUpti_ActivityKind kind : kGpuKinds) enabled += TP_CUPTI_CALL(activity_enable(kind)) == CUPTI_SUCCESS;
+    // A device record in a newer CUPTI's layout would be misread: device properties go without.
+    if (newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, cupti()->version) == nullptr) {
+      enabled += enable_kind(CUPTI_ACTIVITY_KIND_DEVICE);
+    }
+    for (CUpti_ActivityKind kind : kGpuKinds) enabled += enable_kind(kind);
   }
-  if (memory) enabled += TP_CUPTI_CALL(activity_enable(CUPTI_ACTIVITY_KIND_MEMORY2)) == CUPTI_SUCCESS;
+  if (memory) enabled += enable_kind(CUPTI_ACTIVITY_KIND_MEMORY2);
   return enabled > 0;
 }
 
+// The reason GPU tracing cannot run with this CUPTI's record layouts, or nullptr.
+bool layouts_refused(uint32_t version, char* why, size_t why_size) {
+  const RecordLayout* kernels = newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, version);
+  if (kernels == nullptr) return false;
+  snprintf(why, why_size,
+           "%s has CUPTI API version %u, which writes kernel records in a newer layout than this build's %s "
+           "(CUPTI before %u); use a torchprof built against that CUDA's headers",
+           cupti()->path, version, kernels->compiled, kernels->newer_from);
+  return true;
+}
+
 }  // namespace
+
+void gpu_notice_line(LogLevel level, const char* text) {
+  notice(level, "%s", text);
+  CallbackGuard guard;
+  if (!guard.entered()) return;
+  if (ThreadBuffer* tb = current_buffer()) {
+    wire::Record r{static_cast<uint8_t>(Kind::kGpuNotice), 0, 0, 0, now_ns(), 0, 0};
+    record_with_extra(tb, ascii_name(text), r, nullptr, 0);
+  }
+}
 
 void cupti_initialize() {
   const Config& c = config();
   if (!c.active || !(c.trace_cuda || c.trace_gpu || c.trace_memory)) return;
   if (g_started.exchange(true) || g_child.load()) return;
-  char why[400];
+  char why[480];
   if (load_cupti(why, sizeof(why)) == nullptr) return gpu_off(why);
+  if (layouts_refused(cupti()->version, why, sizeof(why))) return gpu_off(why);
   CUpti_SubscriberHandle subscriber = nullptr;
   CUptiResult rc = cupti()->subscribe(&subscriber, &on_callback, nullptr);
   if (rc != CUPTI_SUCCESS) {
@@ -271,24 +300,79 @@ void cupti_initialize() {
   }
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_record_api.store(c.trace_cuda, std::memory_order_relaxed);
-  align_clock();  // before any activity kind is enabled, as CUPTI asks
+  CUpti_TimestampCallbackFunc timestamp = align_clock();  // before any activity kind is enabled, as CUPTI asks
   enable_callbacks(subscriber, c.trace_cuda);
-  if (enable_activity(c.trace_gpu, c.trace_memory)) {
-    start_flush_worker();
-    gpu_activity_enable();
+  if (enable_activity(c.trace_gpu, c.trace_memory, timestamp)) {
+    cupti_flush_start();
+    gpu_activity_enable(cupti()->version);
     g_activity.store(true, std::memory_order_release);
     atexit(flush_at_exit);
   }
   // The process's stream exists from here on, so GPU records have a flusher
   // even when the program emits nothing else.
-  CallbackGuard guard;
-  if (guard.entered()) current_buffer();
+  gpu_state(wire::GpuTracing::kOn);
 }
 
 void cupti_flush_for_exit(uint32_t timeout_ms) {
   if (!g_activity.load(std::memory_order_acquire) || g_child.load(std::memory_order_relaxed)) return;
   if (g_exit_flushed.load(std::memory_order_acquire)) return;
-  flush_bounded(timeout_ms);
+  cupti_flush_bounded(timeout_ms, /*forced=*/true);
 }
+
+namespace {
+
+// ---- a program that links CUDA, but GPU tracing never started ----
+
+std::atomic<bool> g_forked{false};  // a forked child: its parent says how its own CUDA went
+void note_forked() { g_forked.store(true, std::memory_order_relaxed); }
+
+struct CudaLibraries {
+  char first[128] = {};  // basename of the first CUDA library found
+  bool driver = false;   // libcuda.so* is loaded
+};
+
+int find_cuda_libraries(dl_phdr_info* info, size_t, void* data) {
+  auto* found = static_cast<CudaLibraries*>(data);
+  if (info->dlpi_name == nullptr) return 0;
+  const char* slash = strrchr(info->dlpi_name, '/');
+  const char* base = slash != nullptr ? slash + 1 : info->dlpi_name;
+  const bool driver = strncmp(base, "libcuda.so", 10) == 0;
+  const bool cuda = driver || strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcupti.so", 11) == 0;
+  if (!cuda) return 0;
+  found->driver = found->driver || driver;
+  if (found->first[0] == '\0') snprintf(found->first, sizeof found->first, "%s", base);
+  return 0;
+}
+
+}  // namespace
+
+// At exit of a process that loaded CUDA's libraries while InitializeInjection was
+// never called: one line saying so (stderr and a kGpuNotice), instead of a profile
+// that is silently without GPU rows.
+void cupti_process_exiting() {
+  const Config& c = config();
+  if (!c.active || !(c.trace_cuda || c.trace_gpu || c.trace_memory)) return;
+  if (g_started.load(std::memory_order_relaxed) || g_forked.load(std::memory_order_relaxed)) return;
+  CudaLibraries libs;
+  dl_iterate_phdr(&find_cuda_libraries, &libs);
+  if (libs.first[0] == '\0') return;
+  const char* reason = "the CUDA driver never called InitializeInjection (cuInit failed, or CUDA_INJECTION64_PATH "
+                       "did not reach the program)";
+  if (access("/proc/driver/nvidia/version", F_OK) != 0) {
+    reason = "there is no NVIDIA driver on this machine";
+  } else if (!libs.driver) {
+    reason = "CUDA was never initialised (the program made no CUDA call)";
+  }
+  char line[400];
+  snprintf(line, sizeof line, "GPU tracing never started: %s is loaded, but %s", libs.first, reason);
+  gpu_notice_line(LogLevel::kWarn, line);
+  gpu_state(wire::GpuTracing::kNotStarted);
+}
+
+namespace {
+
+__attribute__((constructor)) void watch_forks() { pthread_atfork(nullptr, nullptr, note_forked); }
+
+}  // namespace
 
 }  // namespace torchprof::inject

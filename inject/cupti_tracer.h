@@ -5,12 +5,23 @@
 
 #include <cstdint>
 
+#include "inject/config.h"
+
 namespace torchprof::inject {
+
+// One notice line: on stderr at `level` and as a kGpuNotice record, so the report
+// and summary.json show it too.
+void gpu_notice_line(LogLevel level, const char* text);
 
 // Body of InitializeInjection: loads CUPTI, subscribes, enables callbacks and
 // activity kinds. On any failure GPU tracing stays off with one notice line
-// (stderr and a kGpuNotice record); the program goes on untouched.
+// (stderr and a kGpuNotice record); the program goes on untouched. A process
+// that loads CUDA's libraries but never gets here says so at exit.
 void cupti_initialize();
+
+// The library's destructor, before its final flush: a process that loaded CUDA's
+// libraries but never got to cupti_initialize says so (one notice line).
+void cupti_process_exiting();
 
 // Flusher, on a final flush request: makes CUPTI hand over every buffer
 // (cuptiActivityFlushAll forced), waiting at most `timeout_ms`. Does nothing

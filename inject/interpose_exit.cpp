@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "inject/config.h"
+#include "inject/cupti_tracer.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
 
@@ -46,6 +47,7 @@ __attribute__((constructor)) void on_load() {
 
 __attribute__((destructor)) void on_unload() {
   if (!config().active) return;
+  cupti_process_exiting();
   if (g_exit_noted.load()) {
     request_final_flush(wire::ExitKind::kExit, g_exit_status);
   } else {

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Checks torchprof on a real GPU against references: a CUDA sample timed with CUDA
-# events and a PyTorch loop under torch.profiler. Run from the repository root:
-#   scripts/gpu-check.sh [BUILD_DIR]      (default: build; report under $OUT, default ./gpu-check-out)
+# events, a PyTorch loop under torch.profiler, and the CUPTI cases (README "GPU
+# programs"): torch.profiler inside the profiled process, cudaProfilerStop with kernels
+# queued, an exit without synchronizing, a SIGKILL mid-run. Run from the repository root:
+#   scripts/gpu-check.sh [--dry] [BUILD_DIR]   (default: build; report under $OUT, default ./gpu-check-out)
 # Every step's failure is recorded in $OUT/report.txt and the next step runs;
 # each step has a time limit and the whole check stops starting steps after ~5 minutes.
+# The last thing printed is one table of every verdict.
+# --dry (or GPU_CHECK_DRY=1): no GPU needed; only the CUPTI cases run, against the fake
+# libcupti and gpu_workload of a build with tests, to check the script and its verdicts.
 set -u
 
+DRY=${GPU_CHECK_DRY:-0}
+if [[ ${1:-} == --dry ]]; then
+  DRY=1
+  shift
+fi
 BUILD=${1:-build}
 OUT=${OUT:-./gpu-check-out}
 PY=${PYTHON:-python3}
@@ -196,16 +206,135 @@ check_torch() {
   compare torch_noops "$OUT/torch_run_noops/summary.json" "$OUT/torch_ref.json"
 }
 
-main() {
-  record_environment
-  check_deps
-  check_sample
-  check_torch
+# ---- the CUPTI cases ----
+
+verdicts() {  # CASE ARGS...: scripts/gpu/cupti_verdicts.py into the report
+  timeout 60 "$PY" "$GPU_DIR/cupti_verdicts.py" "$@" 2>&1 | tee -a "$REPORT"
+}
+
+# run_killed NAME DELAY_S OUTDIR CMD...: torchprof-run -o OUTDIR -- CMD in the background;
+# once the program prints "ready pid=N", waits DELAY_S and SIGKILLs N; RC[NAME] = torchprof-run's status.
+run_killed() {
+  local name=$1 delay=$2 dir=$3
+  shift 3
+  local log="$WORK/$name.log" pid="" waited=0
+  rm -rf "$dir"
+  "$BUILD/bin/torchprof-run" -o "$dir" -- "$@" >"$log" 2>&1 &
+  local runner=$!
+  while ((waited < 600)) && kill -0 "$runner" 2>/dev/null; do
+    pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$log" | head -n1)
+    [[ -n $pid ]] && break
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if [[ -n $pid ]]; then
+    sleep "$delay"
+    kill -KILL "$pid" 2>/dev/null
+  else
+    log "STEP $name: the program never printed 'ready'"
+    kill -KILL "$runner" 2>/dev/null
+  fi
+  wait "$runner"
+  RC[$name]=$?
+  log "STEP $name: rc=${RC[$name]} (SIGKILL of pid ${pid:-?} ${delay}s after ready)"
+  tail -n 15 "$log" | sed 's/^/    | /' | tee -a "$REPORT"
+}
+
+# The cases on a real GPU: scripts/gpu/cupti_cases.cu, and torch_train.py under both profilers.
+check_cupti_cases() {
+  section "CUPTI cases"
+  local nvcc arch cap
+  nvcc=$(find_nvcc)
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+  if [[ $cap =~ ^[0-9]+$ ]]; then arch="-arch=sm_$cap"; else arch="-arch=native"; fi
+  if [[ -n $nvcc ]] && run_step cases_build 120 "$nvcc" -O2 -std=c++17 "$arch" -o "$WORK/cupti_cases" \
+    "$GPU_DIR/cupti_cases.cu"; then
+    local mode
+    for mode in profiler-stop no-sync-exit; do
+      rm -rf "$OUT/cupti_$mode"
+      run_step "cupti_$mode" 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/cupti_$mode" -- \
+        "$WORK/cupti_cases" "$mode" --out "$WORK/case_$mode.json"
+      verdicts "$mode" --summary "$OUT/cupti_$mode/summary.json" --case "$WORK/case_$mode.json" \
+        ${RC["cupti_$mode"]:+--rc "${RC["cupti_$mode"]}"}
+    done
+    run_killed cupti_sigkill 2 "$OUT/cupti_sigkill" "$WORK/cupti_cases" sigkill --out "$WORK/case_sigkill.json"
+    verdicts sigkill --summary "$OUT/cupti_sigkill/summary.json" --case "$WORK/case_sigkill.json" \
+      --rc "${RC[cupti_sigkill]}" --before 25
+  else
+    log "FAIL cupti cases: nvcc not found or the build failed"
+  fi
+  # torch.profiler inside the profiled process: both must see every kernel.
+  rm -rf "$OUT/torch_inside"
+  run_step torch_inside 180 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_inside" -- \
+    "$PY" "$GPU_DIR/torch_train.py" --torch-profiler "$OUT/torch_ref_inside.json"
+  compare torch_inside "$OUT/torch_inside/summary.json" "$OUT/torch_ref_inside.json"
+  verdicts second-client --summary "$OUT/torch_inside/summary.json" --inside "$OUT/torch_ref_inside.json" \
+    --alone "$OUT/torch_ref.json" ${RC[torch_inside]:+--rc "${RC[torch_inside]}"}
+}
+
+# The same cases against the fake libcupti (no GPU): gpu_workload scripts stand for the programs.
+check_cupti_cases_dry() {
+  section "CUPTI cases (dry run: fake libcupti)"
+  local wl="$BUILD/bin/gpu_workload" fake="$BUILD/lib/fake_cupti/libfake_cupti.so"
+  if [[ ! -x $wl || ! -f $fake ]]; then
+    log "FAIL dry run: $wl or $fake is not built (a build with TORCHPROF_BUILD_TESTS=ON)"
+    return
+  fi
+  export TORCHPROF_CUPTI_LIB=$fake
+  local k="kernel:_Z11spin_kernelx" eight="" mode
+  for _ in 1 2 3 4 5 6 7 8; do eight+="$k:20ms ; "; done
+  local -A script=([profiler-stop]="range:case{ ${eight}profiler_stop } ; sync" [no-sync-exit]="${eight% ; }")
+  for mode in profiler-stop no-sync-exit; do
+    printf '{"mode": "%s", "kernel": "spin_kernel(long long)", "launched": 8, "each_ns": 20000000}\n' "$mode" \
+      >"$WORK/case_$mode.json"
+    rm -rf "$OUT/cupti_$mode"
+    run_step "cupti_$mode" 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/cupti_$mode" -- "$wl" "${script[$mode]}"
+    verdicts "$mode" --summary "$OUT/cupti_$mode/summary.json" --case "$WORK/case_$mode.json" \
+      ${RC["cupti_$mode"]:+--rc "${RC["cupti_$mode"]}"}
+  done
+  # The launched count at the kill is not known here: only what came before 'ready' is checked.
+  printf '{"mode": "sigkill", "kernel": "spin_kernel(long long)", "launched": null, "each_ns": 5000000}\n' \
+    >"$WORK/case_sigkill.json"
+  run_killed cupti_sigkill 2 "$OUT/cupti_sigkill" "$wl" \
+    "repeat:20{ $k:5ms ; sync ; sleep:20ms } ; ready ; repeat:100000{ $k:5ms ; sync ; sleep:20ms }"
+  verdicts sigkill --summary "$OUT/cupti_sigkill/summary.json" --case "$WORK/case_sigkill.json" \
+    --rc "${RC[cupti_sigkill]}" --before 20
+  # torch.profiler stands for a second CUPTI client, used as Kineto uses CUPTI.
+  rm -rf "$OUT/torch_inside"
+  run_step torch_inside 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_inside" -- "$wl" \
+    "range:before{ $k:1ms } ; sync ; client_start ; range:inside{ $k:2ms ; $k:2ms } ; sync ; client_stop ;
+     range:after{ $k:1ms } ; sync"
+  verdicts second-client --summary "$OUT/torch_inside/summary.json" --launched "spin_kernel(long long)=4" \
+    --rc "${RC[torch_inside]}"
+  unset TORCHPROF_CUPTI_LIB
+}
+
+# One table of every PASS/FAIL line: check, verdict, detail.
+verdict_table() {
   section "verdicts"
   grep -hE '^(PASS|FAIL)' "$REPORT" >"$OUT/verdicts.txt"
-  tee -a "$REPORT" <"$OUT/verdicts.txt"
+  {
+    printf '%-44s %-7s %s\n' "check" "verdict" "detail"
+    printf '%-44s %-7s %s\n' "-----" "-------" "------"
+    sed -E 's/^(PASS|FAIL) ([^:]*): ?(.*)$/\2\t\1\t\3/' "$OUT/verdicts.txt" |
+      awk -F'\t' '{ printf "%-44s %-7s %s\n", substr($1, 1, 44), $2, substr($3, 1, 120) }'
+  } | tee -a "$REPORT"
+}
+
+main() {
+  if ((DRY)); then
+    log "dry run: no GPU; the CUPTI cases against the fake libcupti (build: $BUILD)"
+    check_cupti_cases_dry
+  else
+    record_environment
+    check_deps
+    check_sample
+    check_torch
+    check_cupti_cases
+  fi
+  verdict_table
   log "failed steps: ${FAILED_STEPS[*]:-none}"
-  log "$(grep -c '^FAIL' "$REPORT") FAIL lines; full report: $REPORT"
+  log "$(grep -c '^FAIL' "$OUT/verdicts.txt") FAIL lines; full report: $REPORT"
   du -sh "$OUT" | tee -a "$REPORT"
 }
 

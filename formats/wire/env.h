@@ -17,6 +17,10 @@ constexpr const char* kBufferKb = "TORCHPROF_BUFFER_KB";
 constexpr const char* kHugePages = "TORCHPROF_HUGE_PAGES";
 // Flush interval of the per-process flusher thread in ms (default 20).
 constexpr const char* kFlushMs = "TORCHPROF_FLUSH_MS";
+// Interval of the periodic default (non-forced) flush of CUPTI's activity buffers in
+// ms (default 500; 0 = none): CUPTI hands back only full buffers otherwise, so GPU
+// records would wait until the end, and a SIGKILL would lose all of them.
+constexpr const char* kGpuFlushMs = "TORCHPROF_GPU_FLUSH_MS";
 // Most time spent flushing at process exit, in ms (default 2000).
 constexpr const char* kExitTimeoutMs = "TORCHPROF_EXIT_TIMEOUT_MS";
 // Worker name for this process's traces instead of <host>_<pid>.

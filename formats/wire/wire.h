@@ -141,6 +141,17 @@ enum class Kind : uint8_t {
   kGpuDropped = 40,  // a = activity records CUPTI dropped so far (cumulative, whole process)
   kGpuNotice = 41,   // name = one-line notice (e.g. why GPU tracing is off)
   kCudaProfiler = 42,// ts, a = 1 at cudaProfilerStart/cuProfilerStart, 0 at Stop
+  kGpuUnreadable = 43,  // ts, a = CUPTI buffers cut short by a record cuptiActivityGetNextRecord
+                        // could not read (cumulative, whole process), b = bytes of them left
+                        // unread (cumulative), domain = the last CUptiResult
+  kGpuState = 44,    // ts, a = GpuTracing: whether GPU tracing ran in this process
+};
+
+// kGpuState's values.
+enum class GpuTracing : uint8_t {
+  kOn = 1,          // CUPTI subscribed, activity kinds enabled
+  kOff = 2,         // CUPTI refused or unusable (a kGpuNotice says why)
+  kNotStarted = 3,  // CUDA libraries loaded but CUDA never initialised with the injection
 };
 
 struct GpuKernelExtra {  // two slots

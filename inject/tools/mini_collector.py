@@ -13,7 +13,8 @@ import argparse, ctypes, ctypes.util, json, os, socket, struct, sys, threading
 KINDS = {0: "pad", 1: "string", 2: "push", 3: "pop", 4: "start", 5: "end", 6: "mark", 7: "domain",
          8: "category", 9: "thread_name", 10: "dropped", 11: "payload", 12: "thread_start",
          32: "cuda_runtime", 33: "cuda_driver", 34: "kernel", 35: "memcpy", 36: "memset", 37: "memory",
-         38: "sync", 39: "device", 40: "gpu_dropped", 41: "gpu_notice", 42: "cuda_profiler"}
+         38: "sync", 39: "device", 40: "gpu_dropped", 41: "gpu_notice", 42: "cuda_profiler",
+         43: "gpu_unreadable", 44: "gpu_state"}
 
 # Continuation-slot layouts of the GPU kinds (formats/wire/wire.h Gpu*Extra).
 GPU_EXTRA = {

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "fake_cupti_internal.h"
@@ -18,18 +20,61 @@ size_t misalignment_pad(const uint8_t* data) {
   return align_up(address) - address;
 }
 
+// Reads a record's 64-bit time at `offset`, passes it through `fix`, writes it back.
+template <typename Fix>
+void fix_time(uint8_t* record, size_t offset, Fix fix) {
+  uint64_t t = 0;
+  std::memcpy(&t, record + offset, sizeof t);
+  t = fix(t);
+  std::memcpy(record + offset, &t, sizeof t);
+}
+
+// The GPU times of one record of GPU work: converted, or zeroed when not collected.
+void finish_gpu_record(uint8_t* record, bool not_collected, const GpuClockMap& clock) {
+  auto fix = [not_collected, &clock](uint64_t t) { return not_collected ? 0 : clock.map(t); };
+  uint32_t kind = 0;
+  std::memcpy(&kind, record, sizeof kind);
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      // The newer layout swaps start and end (fake_cupti_records.cpp): both slots get the same treatment.
+      for (size_t offset : {offsetof(CUpti_ActivityKernel10, start), offsetof(CUpti_ActivityKernel10, end),
+                            offsetof(CUpti_ActivityKernel10, completed), offsetof(CUpti_ActivityKernel10, queued),
+                            offsetof(CUpti_ActivityKernel10, submitted)}) {
+        fix_time(record, offset, fix);
+      }
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      fix_time(record, offsetof(CUpti_ActivityMemcpy6, start), fix);
+      fix_time(record, offsetof(CUpti_ActivityMemcpy6, end), fix);
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      fix_time(record, offsetof(CUpti_ActivityMemcpyPtoP4, start), fix);
+      fix_time(record, offsetof(CUpti_ActivityMemcpyPtoP4, end), fix);
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      fix_time(record, offsetof(CUpti_ActivityMemset4, start), fix);
+      fix_time(record, offsetof(CUpti_ActivityMemset4, end), fix);
+      break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 size_t record_size(uint32_t kind) {
+  // The stand-ins for 13.2's newer structs are 8 bytes longer (fake_cupti_records.cpp).
+  const size_t newer = state().newer_layouts ? 8 : 0;
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10) + newer;
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME: return sizeof(CUpti_ActivityAPI);
-    case CUPTI_ACTIVITY_KIND_DEVICE: return sizeof(CUpti_ActivityDevice5);
-    case CUPTI_ACTIVITY_KIND_CONTEXT: return sizeof(CUpti_ActivityContext3);
+    case CUPTI_ACTIVITY_KIND_DEVICE: return sizeof(CUpti_ActivityDevice5) + newer;
+    case CUPTI_ACTIVITY_KIND_CONTEXT: return sizeof(CUpti_ActivityContext3) + newer;
     case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
@@ -93,27 +138,33 @@ bool ActivityBuffers::request_buffer(Buffer* out) {
   return true;
 }
 
-void ActivityBuffers::append(const void* record, size_t size) {
+void ActivityBuffers::append(const void* record, size_t size, uint64_t gpu_end) {
   // A buffer fetched by another thread in the meantime is kept as a spare.
   for (int attempt = 0; attempt < 4; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!fits(current_, size)) {
         if (current_.data != nullptr) {
-          full_.push_back(current_);
+          full_.push_back(std::move(current_));
           current_ = Buffer{};
+          full_added_ = true;
           wake_.notify_one();
         }
         while (!spare_.empty() && current_.data == nullptr) {
-          current_ = spare_.front();
+          current_ = std::move(spare_.front());
           spare_.pop_front();
           if (!fits(current_, size)) {
-            full_.push_back(current_);
+            full_.push_back(std::move(current_));
             current_ = Buffer{};
+            full_added_ = true;
           }
         }
       }
       if (fits(current_, size)) {
+        if (gpu_end != 0) {
+          current_.gpu_records.push_back(GpuRecord{current_.used, gpu_end});
+          current_.last_gpu_end = std::max(current_.last_gpu_end, gpu_end);
+        }
         std::memcpy(current_.data + current_.used, record, size);
         current_.used += align_up(size);
         ++current_.records;
@@ -129,16 +180,7 @@ void ActivityBuffers::append(const void* record, size_t size) {
   dropped_.fetch_add(1);
 }
 
-void ActivityBuffers::take_all_locked(std::deque<Buffer>* out) {
-  for (auto& buffer : full_) out->push_back(buffer);
-  full_.clear();
-  if (current_.data != nullptr) out->push_back(current_);
-  current_ = Buffer{};
-  for (auto& buffer : spare_) out->push_back(buffer);
-  spare_.clear();
-}
-
-void ActivityBuffers::deliver(std::deque<Buffer>* buffers) {
+void ActivityBuffers::deliver(std::deque<Buffer>* buffers, bool forced, uint64_t now) {
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -147,40 +189,55 @@ void ActivityBuffers::deliver(std::deque<Buffer>* buffers) {
   if (completed == nullptr) return;
   // One delivery at a time, in order, like CUPTI's single worker.
   std::lock_guard<std::mutex> delivery(delivery_mutex_);
-  for (auto& buffer : *buffers) {
+  const GpuClockMap clock = gpu_clock_map();
+  for (Buffer& buffer : *buffers) {
+    for (const GpuRecord& record : buffer.gpu_records) {
+      finish_gpu_record(buffer.data + record.offset, /*not_collected=*/forced && record.end > now, clock);
+    }
     completed(/*context=*/nullptr, /*streamId=*/0, buffer.data, buffer.size, buffer.used);
   }
   buffers->clear();
 }
 
-void ActivityBuffers::flush_all() {
+void ActivityBuffers::flush_all(bool forced) {
+  const uint64_t now = raw_now_ns();
   std::deque<Buffer> buffers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    take_all_locked(&buffers);
+    std::deque<Buffer> kept;
+    for (Buffer& buffer : full_) {
+      (forced || buffer.last_gpu_end <= now ? buffers : kept).push_back(std::move(buffer));
+    }
+    full_.swap(kept);
+    const bool current_ready = current_.records > 0 && current_.last_gpu_end <= now;
+    if (current_.data != nullptr && (forced || current_ready)) {
+      buffers.push_back(std::move(current_));
+      current_ = Buffer{};
+    }
+    if (forced) {
+      for (Buffer& buffer : spare_) buffers.push_back(std::move(buffer));
+      spare_.clear();
+    }
   }
-  deliver(&buffers);
+  deliver(&buffers, forced, now);
 }
 
+// CUPTI's worker: full buffers only, and only once all their records are complete.
 void ActivityBuffers::worker_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     const auto period = std::chrono::milliseconds(flush_period_ms_);
-    const bool woken = wake_.wait_for(lock, period, [this] { return stopping_ || !full_.empty(); });
+    wake_.wait_for(lock, period, [this] { return stopping_ || full_added_; });
+    full_added_ = false;
     if (stopping_) break;
-    std::deque<Buffer> buffers;
-    if (woken) {
-      buffers.swap(full_);
-    } else if (current_.data != nullptr && current_.records > 0) {
-      // Periodic flush: partially filled buffers go out too.
-      for (auto& buffer : full_) buffers.push_back(buffer);
-      full_.clear();
-      buffers.push_back(current_);
-      current_ = Buffer{};
-    }
-    if (buffers.empty()) continue;
+    const uint64_t now = raw_now_ns();
+    std::deque<Buffer> ready;
+    std::deque<Buffer> kept;
+    for (Buffer& buffer : full_) (buffer.last_gpu_end <= now ? ready : kept).push_back(std::move(buffer));
+    full_.swap(kept);
+    if (ready.empty()) continue;
     lock.unlock();
-    deliver(&buffers);
+    deliver(&ready, /*forced=*/false, now);
     lock.lock();
   }
 }

@@ -3,12 +3,17 @@
 // reports exactly as the real one would (API callbacks + activity records).
 //
 // Every call that models a CUDA API call does, in order: runtime (or driver) API
-// callback ENTER with a fresh correlation id, queue the GPU record(s) carrying
-// that correlation id on the per-stream GPU timeline, callback EXIT, then the
-// CUpti_ActivityAPI record when RUNTIME (or DRIVER) activity is enabled.
+// callback ENTER with a fresh correlation id, the ENTER/EXIT callbacks of the driver
+// calls a runtime call makes inside (each with an id of its own, so runtime ids are
+// sparse), queue the GPU record(s) carrying the call's correlation id on the
+// per-stream GPU timeline, callback EXIT, then the CUpti_ActivityAPI record when
+// RUNTIME (or DRIVER) activity is enabled. Ids are 32-bit and wrap (0 is skipped).
+// GPU records keep raw GPU times until delivered (see ActivityBuffers).
 // GPU timeline: start = max(now + kFakeLaunchLatencyNs, end of previous work on
-// the stream), end = start + duration; all times in the fake's clock (the
-// registered timestamp callback, else CLOCK_MONOTONIC [+ FAKE_CUPTI_CLOCK_OFFSET_NS]).
+// the stream), end = start + duration, on the raw GPU clock (CLOCK_MONOTONIC
+// [+ FAKE_CUPTI_CLOCK_OFFSET_NS]); records get the registered timestamp callback's
+// clock when their buffer is delivered, CPU-side times (API calls, allocations,
+// syncs) when they are taken.
 #pragma once
 
 #include <stdint.h>
@@ -36,9 +41,12 @@ typedef struct FakeKernelConfig {
 } FakeKernelConfig;
 
 // Acts as the driver's cuInit: the first call loads CUDA_INJECTION64_PATH (if set)
-// and calls its InitializeInjection, else one found with dlsym(RTLD_DEFAULT).
-// Then fires the resource CONTEXT_CREATED callback. Returns 1 if InitializeInjection
-// was called by this call, 0 otherwise.
+// and calls its InitializeInjection, else one found with dlsym(RTLD_DEFAULT). It does
+// so inside a cudaFree and a nested cuInit call, as real programs start CUDA: a tool
+// sees the EXIT callbacks of those two without their ENTER. It also registers the
+// runtime's exit handler first (atexit), which wipes kernel names as CUDA's teardown
+// frees them. Then fires the resource CONTEXT_CREATED callback. Returns 1 if
+// InitializeInjection was called by this call, 0 otherwise.
 FAKECUDA_EXPORT int fakecuda_init(void);
 
 // cudaLaunchKernel (runtime domain). config may be NULL: grid 1x1x1, block 128x1x1,
@@ -81,10 +89,28 @@ FAKECUDA_EXPORT uint32_t fakecuda_device_reset(void);
 // also includes records the fake really dropped for lack of a buffer); reading
 // the count resets it to 0, as in CUPTI.
 FAKECUDA_EXPORT void fakecuda_set_dropped(uint64_t n);
+// cudaMemcpyPeerAsync from src_device to dst_device: a MEMCPY2 record (copy kind PTOP).
+FAKECUDA_EXPORT uint32_t fakecuda_memcpy_peer(uint64_t bytes, uint32_t src_device, uint32_t dst_device,
+                                              uint32_t stream, uint64_t duration_ns);
+// Any other API call (cudaGetDevice, cuCtxGetCurrent…): callbacks and API record
+// only. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_api_call(int driver, uint32_t cbid, const char* name);
+// fakecuda_api_call for the runtime or driver function of that name (version tag
+// optional); 0 and no call for a name the headers do not define.
+FAKECUDA_EXPORT uint32_t fakecuda_api_call_named(const char* name);
+// Moves CUPTI's correlation counter on by n (mod 2^32), as n API calls that nobody
+// saw would: long runs wrap the 32-bit ids.
+FAKECUDA_EXPORT void fakecuda_skip_correlation_ids(uint32_t n);
+// Writes a record cuptiActivityGetNextRecord cannot step over: what follows it in
+// its buffer cannot be read.
+FAKECUDA_EXPORT void fakecuda_unreadable_record(void);
 // The fake's clock: what records and cuptiGetTimestamp use.
 FAKECUDA_EXPORT uint64_t fakecuda_now(void);
-// End of the last GPU work queued on `stream` (0 if none).
+// End of the last GPU work queued on `stream` (0 if none), on the raw GPU clock.
 FAKECUDA_EXPORT uint64_t fakecuda_stream_end(uint32_t stream);
+// Returns once all GPU work queued so far has ended, without any API call (for
+// tests that then flush and expect complete records).
+FAKECUDA_EXPORT void fakecuda_wait_idle(void);
 
 // ---- Replaying recorded work (kineto_replay) ----
 // The calls above make up their own correlation ids and GPU times; these take both

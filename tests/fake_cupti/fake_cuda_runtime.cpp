@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "fake_cuda.h"
@@ -16,12 +17,20 @@ namespace {
 
 constexpr uint64_t kAllocationGranularity = 512;
 
+// CUPTI numbers every API call, runtime and driver alike, from one 32-bit counter
+// that wraps; 0 is never an id.
+uint32_t next_correlation_id() {
+  uint32_t id = state().runtime.next_correlation.fetch_add(1);
+  while (id == 0) id = state().runtime.next_correlation.fetch_add(1);
+  return id;
+}
+
 // One CUDA API call: ENTER callback at construction, EXIT callback and the
 // API activity record at destruction.
 class ApiCall {
  public:
   ApiCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* name, const char* symbol = nullptr)
-      : domain_(domain), cbid_(cbid), correlation_(state().runtime.next_correlation.fetch_add(1)) {
+      : domain_(domain), cbid_(cbid), correlation_(next_correlation_id()) {
     data_.callbackSite = CUPTI_API_ENTER;
     data_.functionName = name;
     data_.functionParams = nullptr;
@@ -57,10 +66,16 @@ class ApiCall {
   CUpti_CallbackData data_{};
 };
 
+// The driver calls a runtime call makes on its way (cudaLaunchKernel → cuLaunchKernel):
+// each has its callbacks and a correlation id of its own, so the runtime calls' ids
+// are sparse; GPU records carry the runtime call's id.
+void driver_internals(CUpti_CallbackId cbid, const char* name) { ApiCall inner(CUPTI_CB_DOMAIN_DRIVER_API, cbid, name); }
+
+// GPU timelines run on the raw GPU clock; records get the callback's clock at delivery.
 GpuSpan place_on_stream(uint32_t stream, uint64_t duration_ns) {
   RuntimeState& runtime = state().runtime;
   GpuSpan span;
-  span.queued = now_ns();
+  span.queued = raw_now_ns();
   std::lock_guard<std::mutex> lock(runtime.mutex);
   uint64_t& stream_end = runtime.stream_end[stream];
   span.start = std::max<uint64_t>(span.queued + kFakeLaunchLatencyNs, stream_end);
@@ -84,14 +99,25 @@ uint64_t timeline_end(int64_t stream) {
 // Synchronisation spins so that CPU-side ranges around it last exactly until
 // the GPU timeline says the work is done.
 void wait_until(uint64_t target) {
-  while (now_ns() < target) std::this_thread::yield();
+  while (raw_now_ns() < target) std::this_thread::yield();
 }
 
 const char* intern(const char* name) {
   if (name == nullptr) return nullptr;
   RuntimeState& runtime = state().runtime;
   std::lock_guard<std::mutex> lock(runtime.mutex);
+  if (runtime.torn_down) return "";
   return runtime.names.emplace(name).first->c_str();
+}
+
+// The CUDA runtime's exit handler: contexts go, and with them the kernel names
+// CUPTI's records point to. Whoever converts records after this reads empty names.
+void tear_down_cuda() {
+  RuntimeState& runtime = state().runtime;
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  runtime.torn_down = true;
+  // The set is never searched again (intern() checks torn_down first), so its keys may be wiped in place.
+  for (const std::string& name : runtime.names) std::memset(const_cast<char*>(name.data()), 0, name.size());
 }
 
 FakeKernelConfig config_or_default(const FakeKernelConfig* config) {
@@ -109,6 +135,10 @@ uint32_t launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* 
   fakecuda_init();
   const char* interned = intern(name);
   ApiCall call(domain, cbid, api_name, interned);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    driver_internals(CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent");
+    driver_internals(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel");
+  }
   KernelLaunch kernel;
   kernel.name = interned;
   kernel.stream = stream;
@@ -141,10 +171,20 @@ extern "C" {
 
 int fakecuda_init(void) {
   if (fc::state().runtime.initialized.exchange(true)) return 0;
+  // The runtime registers its exit handler when it starts, before the driver's
+  // cuInit loads the injection: a tool's atexit handler runs before it.
+  std::atexit(fc::tear_down_cuda);
   int called = 0;
-  if (fc::InitializeInjectionFn initialize = fc::find_injection()) {
-    initialize();
-    called = 1;
+  {
+    // CUDA starts inside the program's first call (cudaFree(0), the usual idiom) and
+    // its cuInit: both are in flight when the tool enables callbacks, so the tool
+    // sees their EXIT callbacks without the ENTER ones.
+    fc::ApiCall first(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree");
+    fc::ApiCall driver_init(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuInit, "cuInit");
+    if (fc::InitializeInjectionFn initialize = fc::find_injection()) {
+      initialize();
+      called = 1;
+    }
   }
   CUpti_ResourceData resource{};
   resource.context = fc::fake_context();
@@ -170,6 +210,8 @@ uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t dur
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
                    async ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
                    async ? "cudaMemcpyAsync" : "cudaMemcpy");
+  fc::driver_internals(async ? CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync : CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+                       async ? "cuMemcpyAsync" : "cuMemcpy");
   const fc::GpuSpan span = fc::place_on_stream(stream, duration_ns);
   fc::append_memcpy(bytes, kind, stream, call.correlation(), async, span);
   if (!async) fc::wait_until(span.end);
@@ -179,6 +221,7 @@ uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t dur
 uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, "cuMemsetD8Async");
   fc::append_memset(bytes, stream, call.correlation(), fc::place_on_stream(stream, duration_ns));
   return call.correlation();
 }
@@ -186,6 +229,7 @@ uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns) 
 uint64_t fakecuda_malloc(uint64_t bytes) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2");
   uint64_t address = 0;
   {
     fc::RuntimeState& runtime = fc::state().runtime;
@@ -202,6 +246,7 @@ uint64_t fakecuda_malloc(uint64_t bytes) {
 int fakecuda_free(uint64_t address) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2");
   uint64_t bytes = 0;
   {
     fc::RuntimeState& runtime = fc::state().runtime;
@@ -222,6 +267,8 @@ uint32_t fakecuda_synchronize(int64_t stream) {
                    whole_device ? CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020
                                 : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
                    whole_device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize");
+  fc::driver_internals(whole_device ? CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize : CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+                       whole_device ? "cuCtxSynchronize" : "cuStreamSynchronize");
   fc::wait_until(fc::timeline_end(stream));
   const uint32_t stream_id = whole_device ? 0u : static_cast<uint32_t>(stream);
   fc::append_synchronization(whole_device, stream_id, call.correlation(), call.start(), fc::now_ns());
@@ -239,6 +286,7 @@ uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, const char* const*
                                const uint64_t* durations_ns, uint32_t stream) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch");
   for (uint32_t i = 0; i < n; ++i) {
     fc::KernelLaunch kernel;
     kernel.name = fc::intern(mangled_names[i]);
@@ -278,10 +326,40 @@ uint32_t fakecuda_device_reset(void) {
   return call.correlation();
 }
 
+uint32_t fakecuda_memcpy_peer(uint64_t bytes, uint32_t src_device, uint32_t dst_device, uint32_t stream,
+                              uint64_t duration_ns) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
+                   "cudaMemcpyPeerAsync");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
+  fc::append_peer_copy(bytes, src_device, dst_device, stream, call.correlation(),
+                       fc::place_on_stream(stream, duration_ns));
+  return call.correlation();
+}
+
+uint32_t fakecuda_api_call(int driver, uint32_t cbid, const char* name) {
+  fakecuda_init();
+  fc::ApiCall call(driver != 0 ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, name);
+  return call.correlation();
+}
+
+uint32_t fakecuda_api_call_named(const char* name) {
+  CUpti_CallbackDomain domain = CUPTI_CB_DOMAIN_INVALID;
+  CUpti_CallbackId cbid = 0;
+  if (name == nullptr || !fc::find_callback_by_name(name, &domain, &cbid)) return 0;
+  return fakecuda_api_call(domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0, cbid, name);
+}
+
+void fakecuda_skip_correlation_ids(uint32_t n) { fc::state().runtime.next_correlation.fetch_add(n); }
+
+void fakecuda_unreadable_record(void) { fc::append_unreadable_record(); }
+
 void fakecuda_set_dropped(uint64_t n) { fc::state().activity.add_dropped(n); }
 
 uint64_t fakecuda_now(void) { return fc::now_ns(); }
 
 uint64_t fakecuda_stream_end(uint32_t stream) { return fc::timeline_end(stream); }
+
+void fakecuda_wait_idle(void) { fc::wait_until(fc::timeline_end(kFakeAllStreams)); }
 
 }  // extern "C"

@@ -6,8 +6,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "fake_cupti_internal.h"
@@ -41,9 +43,13 @@ bool fail_mode_is(const char* mode) {
   return value != nullptr && std::strcmp(value, mode) == 0;
 }
 
+// Read once: the GPU clock is read for every record.
 uint64_t clock_offset_ns() {
-  const char* value = std::getenv("FAKE_CUPTI_CLOCK_OFFSET_NS");
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : 0;
+  static const uint64_t offset = [] {
+    const char* value = std::getenv("FAKE_CUPTI_CLOCK_OFFSET_NS");
+    return value != nullptr ? std::strtoull(value, nullptr, 10) : 0ull;
+  }();
+  return offset;
 }
 
 CUpti_SubscriberHandle the_handle() { return reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_tag); }
@@ -69,20 +75,93 @@ thread_local std::vector<uint64_t> t_external_ids[CUPTI_EXTERNAL_CORRELATION_KIN
 
 }  // namespace
 
+bool find_callback_by_name(const char* name, CUpti_CallbackDomain* domain, CUpti_CallbackId* cbid) {
+  const size_t length = std::strlen(name);
+  for (const auto& entry : kCallbackNames) {
+    // Runtime names carry a version tag ("cudaGetDevice_v3020"); the bare name matches too.
+    const bool same = std::strcmp(entry.name, name) == 0 ||
+                      (std::strncmp(entry.name, name, length) == 0 && std::strncmp(entry.name + length, "_v", 2) == 0 &&
+                       entry.domain == CUPTI_CB_DOMAIN_RUNTIME_API);
+    if (same) {
+      *domain = static_cast<CUpti_CallbackDomain>(entry.domain);
+      *cbid = entry.cbid;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool fail_unknown() { return fail_mode_is("unknown"); }
 bool fail_subscriber() { return fail_mode_is("subscriber"); }
+
+uint32_t flush_delay_ms() {
+  const char* value = std::getenv("FAKE_CUPTI_FLUSH_DELAY_MS");
+  return value != nullptr ? static_cast<uint32_t>(std::strtoul(value, nullptr, 10)) : 0;
+}
+
+uint32_t reported_version() {
+  const char* forced = std::getenv("FAKE_CUPTI_VERSION");
+  return forced != nullptr ? static_cast<uint32_t>(std::strtoul(forced, nullptr, 10)) : CUPTI_API_VERSION;
+}
+
+bool newer_record_layouts() { return reported_version() >= 130200; }
 
 State& state() {
   if (g_state == nullptr) g_state = new State();
   return *g_state;
 }
 
-uint64_t now_ns() {
-  CUpti_TimestampCallbackFunc callback = state().timestamp_callback.load(std::memory_order_acquire);
-  if (callback != nullptr) return callback();
+uint64_t raw_now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) + clock_offset_ns();
+}
+
+uint64_t now_ns() {
+  CUpti_TimestampCallbackFunc callback = state().timestamps.callback.load(std::memory_order_acquire);
+  return callback != nullptr ? callback() : raw_now_ns();
+}
+
+void register_timestamp_callback(CUpti_TimestampCallbackFunc callback) {
+  TimestampSource& source = state().timestamps;
+  std::lock_guard<std::mutex> lock(source.mutex);
+  source.raw0 = raw_now_ns();
+  source.theirs0 = callback();
+  source.callback.store(callback, std::memory_order_release);
+}
+
+// Linear interpolation between the pair read at registration and one read now,
+// so a callback whose clock runs at another rate (a TSC) is followed too.
+GpuClockMap gpu_clock_map() {
+  TimestampSource& source = state().timestamps;
+  GpuClockMap map;
+  CUpti_TimestampCallbackFunc callback = source.callback.load(std::memory_order_acquire);
+  if (callback == nullptr) return map;
+  uint64_t raw0 = 0;
+  uint64_t theirs0 = 0;
+  {
+    std::lock_guard<std::mutex> lock(source.mutex);
+    raw0 = source.raw0;
+    theirs0 = source.theirs0;
+  }
+  map.active = true;
+  // Their clock read between two raw readings: the pair's skew is half the bracket.
+  const uint64_t before = raw_now_ns();
+  map.theirs1 = callback();
+  map.raw1 = before + (raw_now_ns() - before) / 2;
+  if (map.raw1 > raw0 + 1000000) {
+    map.rate = static_cast<double>(map.theirs1 - theirs0) / static_cast<double>(map.raw1 - raw0);
+  }
+  // A nanosecond clock (a tool's CLOCK_MONOTONIC, say) runs at rate 1 up to read jitter: kept exact.
+  if (map.rate > 0.99 && map.rate < 1.01) map.rate = 1.0;
+  return map;
+}
+
+uint64_t GpuClockMap::map(uint64_t raw) const {
+  if (!active || raw == 0) return raw;
+  if (rate == 1.0) return theirs1 + raw - raw1;
+  const double delta = (static_cast<double>(raw) - static_cast<double>(raw1)) * rate;
+  return static_cast<uint64_t>(static_cast<double>(theirs1) + delta);
 }
 
 uint32_t current_thread_id() {
@@ -198,8 +277,7 @@ extern "C" {
 // Version and result strings need no driver, so they work in every mode, as in CUPTI.
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
   if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  const char* forced = std::getenv("FAKE_CUPTI_VERSION");
-  *version = forced != nullptr ? static_cast<uint32_t>(std::strtoul(forced, nullptr, 10)) : CUPTI_API_VERSION;
+  *version = fc::reported_version();
   return CUPTI_SUCCESS;
 }
 
@@ -324,9 +402,11 @@ CUptiResult CUPTIAPI cuptiActivityDisableContext(CUcontext context, CUpti_Activi
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   FAKE_CUPTI_GUARD();
-  (void)flag;  // every fake record is complete when written, so forced or not is the same
+  if (const uint32_t delay = fc::flush_delay_ms(); delay != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  }
   fc::emit_static_records_once();
-  fc::state().activity.flush_all();
+  fc::state().activity.flush_all((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0);
   return CUPTI_SUCCESS;
 }
 
@@ -380,9 +460,13 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
   return CUPTI_SUCCESS;
 }
 
+// One callback per process, the last registered wins; records already written
+// keep the clock they were written in (CPU times) or get the new one when
+// their buffer is delivered (GPU times), as the header warns.
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp) {
   FAKE_CUPTI_GUARD();
-  fc::state().timestamp_callback.store(funcTimestamp, std::memory_order_release);
+  if (funcTimestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  fc::register_timestamp_callback(funcTimestamp);
   return CUPTI_SUCCESS;
 }
 

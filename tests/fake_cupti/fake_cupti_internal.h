@@ -24,10 +24,27 @@ namespace fake_cupti {
 bool fail_unknown();
 // FAKE_CUPTI_FAIL=subscriber: the subscriber slot is taken by "another tool".
 bool fail_subscriber();
+// FAKE_CUPTI_FLUSH_DELAY_MS: cuptiActivityFlushAll takes this long before it
+// delivers (CUPTI waiting on the device or on its worker), 0 by default.
+uint32_t flush_delay_ms();
 
-// Size of the record struct CUPTI uses for `kind` in this header version, 0 when
+// The runtime or driver callback of that name ("cudaGetDevice", "cuCtxGetCurrent").
+bool find_callback_by_name(const char* name, CUpti_CallbackDomain* domain, CUpti_CallbackId* cbid);
+
+// FAKE_CUPTI_VERSION (else CUPTI_API_VERSION), as cuptiGetVersion reports it.
+uint32_t reported_version();
+// True when the reported version is one whose CUPTI writes kernel, device and
+// context records in a newer struct than this header's (13.2 brought
+// CUpti_ActivityKernel11, Device6, Context4). The fake stands for those with the
+// header's structs rearranged (see fake_cupti_records.cpp), so a reader of the old
+// layout gets wrong values, as it would from the real newer CUPTI.
+bool newer_record_layouts();
+
+// Size of the record struct CUPTI uses for `kind` in the reported version, 0 when
 // the fake never writes that kind.
 size_t record_size(uint32_t kind);
+// A record kind no CUPTI writes: cuptiActivityGetNextRecord cannot step over it.
+constexpr uint32_t kUnreadableKind = 0x7ffffff0u;
 
 // Callback subscription: one subscriber, per-domain per-cbid enable bits.
 class CallbackRegistry {
@@ -54,9 +71,15 @@ class CallbackRegistry {
   std::array<std::vector<uint8_t>, CUPTI_CB_DOMAIN_SIZE> enabled_;
 };
 
-// Activity buffers: records are copied into client buffers, 8-byte aligned and
-// packed back to back; full buffers go to a worker thread that hands them to
-// bufferCompleted, like CUPTI's own thread.
+// Activity buffers, as CUPTI hands them out: records are copied into client
+// buffers, 8-byte aligned and packed back to back. A record of GPU work keeps its
+// raw GPU times until its buffer is delivered; only then are they converted to the
+// registered timestamp callback's clock (on the delivering thread, as CUPTI's
+// post-processing does), and a record whose work had not ended by a forced flush
+// is delivered with start = end = 0 ("not collected"). CUPTI's worker thread
+// delivers only full buffers whose records are all complete; a default flush
+// (cuptiActivityFlushAll(0)) also the partly filled ones that are complete; a
+// forced flush every buffer.
 class ActivityBuffers {
  public:
   ~ActivityBuffers();
@@ -65,10 +88,12 @@ class ActivityBuffers {
   CUptiResult set_enabled(uint32_t kind, bool on);
   bool enabled(uint32_t kind) const;
   bool any_enabled() const;
-  void append(const void* record, size_t size);
-  // Hands every non-empty buffer (and spare empty ones) to bufferCompleted on
-  // the calling thread.
-  void flush_all();
+  // `gpu_end` is the raw GPU end of a record of GPU work (kernel, copy, set), 0 for
+  // a record whose times are taken on the CPU and are final when written.
+  void append(const void* record, size_t size, uint64_t gpu_end = 0);
+  // cuptiActivityFlushAll on the calling thread: forced, every buffer (spare empty
+  // ones too); otherwise the buffers whose records are all complete.
+  void flush_all(bool forced);
   void set_flush_period_ms(uint32_t ms);
   size_t take_dropped();
   void add_dropped(uint64_t n);
@@ -77,18 +102,25 @@ class ActivityBuffers {
   void forget_worker_after_fork();
 
  private:
+  struct GpuRecord {
+    size_t offset = 0;    // of the record in the buffer
+    uint64_t end = 0;     // raw GPU end
+  };
   struct Buffer {
     uint8_t* data = nullptr;
     size_t size = 0;
     size_t used = 0;
     size_t records = 0;
     size_t max_records = 0;
+    uint64_t last_gpu_end = 0;          // its records are complete once the GPU clock passed this
+    std::vector<GpuRecord> gpu_records;  // times still raw
   };
   bool fits(const Buffer& buffer, size_t size) const;
   bool request_buffer(Buffer* out);
-  void deliver(std::deque<Buffer>* buffers);
+  // Converts the GPU times of `buffers` (zeroing what had not ended by `now`
+  // when forced) and hands them to bufferCompleted.
+  void deliver(std::deque<Buffer>* buffers, bool forced, uint64_t now);
   void worker_loop();
-  void take_all_locked(std::deque<Buffer>* out);
 
   mutable std::mutex mutex_;
   std::mutex delivery_mutex_;
@@ -101,6 +133,7 @@ class ActivityBuffers {
   std::deque<Buffer> spare_;
   std::thread* worker_ = nullptr;
   bool stopping_ = false;
+  bool full_added_ = false;  // a buffer filled since the worker last looked
   uint32_t flush_period_ms_ = 100;
   std::atomic<uint64_t> dropped_{0};
 };
@@ -110,8 +143,11 @@ struct RuntimeState {
   std::mutex mutex;
   std::map<uint32_t, uint64_t> stream_end;
   std::map<uint64_t, uint64_t> live_allocations;
-  // Kernel names handed out in records stay valid for the life of the process.
+  // Kernel names handed out in records stay valid until CUDA is torn down at exit
+  // (the runtime's exit handler, registered before CUDA calls InitializeInjection):
+  // then they are wiped, as the driver frees them with the context.
   std::set<std::string> names;
+  bool torn_down = false;
   uint64_t next_address = 0x7f0000000000ull;
   int64_t next_grid_id = 1;
   bool static_records_done = false;
@@ -119,18 +155,43 @@ struct RuntimeState {
   std::atomic<uint32_t> next_correlation{1};
 };
 
+// The registered timestamp callback and where its clock stood against the raw
+// clock when it was registered: GPU times are mapped onto it linearly.
+struct TimestampSource {
+  std::atomic<CUpti_TimestampCallbackFunc> callback{nullptr};
+  std::mutex mutex;
+  uint64_t raw0 = 0;
+  uint64_t theirs0 = 0;
+};
+
 struct State {
   CallbackRegistry callbacks;
   ActivityBuffers activity;
   RuntimeState runtime;
-  std::atomic<CUpti_TimestampCallbackFunc> timestamp_callback{nullptr};
+  TimestampSource timestamps;
   std::atomic<uint32_t> thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
+  const bool newer_layouts = newer_record_layouts();  // read once, at load (or fork)
 };
 
 // Process-wide state; never destroyed, replaced by a fresh one in a forked child.
 State& state();
 
+// The CPU clock records use: the registered timestamp callback, else raw_now_ns().
 uint64_t now_ns();
+// The GPU's clock: CLOCK_MONOTONIC [+ FAKE_CUPTI_CLOCK_OFFSET_NS]. GPU timelines run on it.
+uint64_t raw_now_ns();
+// Raw GPU times onto the clock now_ns() reads, through the timestamp callback
+// registered at this moment (late, like CUPTI's post-processing): one pair of
+// readings per delivery, so differences of times in it stay exact.
+struct GpuClockMap {
+  bool active = false;  // no callback: raw times are the record times
+  double rate = 1.0;
+  uint64_t raw1 = 0;
+  uint64_t theirs1 = 0;
+  uint64_t map(uint64_t raw) const;
+};
+GpuClockMap gpu_clock_map();
+void register_timestamp_callback(CUpti_TimestampCallbackFunc callback);
 uint32_t current_thread_id();
 CUcontext fake_context();
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
 
 #include "fake_cupti_internal.h"
 
@@ -14,10 +15,23 @@ ActivityBuffers& activity() { return state().activity; }
 
 // Records of other kinds must not be the first ones a subscriber sees: the
 // device and context records come first, as CUPTI writes them at enable time.
+// `gpu_end`: the raw GPU end of a record of GPU work, whose times are converted
+// (or zeroed) only when its buffer is delivered; 0 for CPU-side records.
 template <typename Record>
-void append_record(const Record& record) {
+void append_record(const Record& record, uint64_t gpu_end = 0) {
   emit_static_records_once();
-  activity().append(&record, sizeof(record));
+  activity().append(&record, sizeof(record), gpu_end);
+}
+
+// The stand-in for a newer CUPTI's struct of the same kind (13.2's Kernel11,
+// Device6, Context4): the header's struct with two fields swapped and 8 bytes
+// more at the end. A reader of the old layout reads the swapped fields wrong.
+template <typename Record, typename Field>
+void append_newer_layout(Record record, Field Record::*first, Field Record::*second, uint64_t gpu_end = 0) {
+  std::swap(record.*first, record.*second);
+  uint8_t bytes[sizeof(Record) + 8] = {};
+  std::memcpy(bytes, &record, sizeof(Record));
+  activity().append(bytes, sizeof(bytes), gpu_end);
 }
 
 void append_device() {
@@ -58,6 +72,10 @@ void append_device() {
   device.computeInstanceId = 0xffffffffu;
   device.isNumaNode = 0;
   device.numaId = 0xffffffffu;
+  if (state().newer_layouts) {
+    append_newer_layout(device, &CUpti_ActivityDevice5::globalMemoryBandwidth, &CUpti_ActivityDevice5::globalMemorySize);
+    return;
+  }
   activity().append(&device, sizeof(device));
 }
 
@@ -72,6 +90,10 @@ void append_context() {
   context.isGreenContext = 0;
   context.numMultiprocessors = 132;
   context.cigMode = CUPTI_CONTEXT_CIG_MODE_NONE;
+  if (state().newer_layouts) {
+    append_newer_layout(context, &CUpti_ActivityContext3::contextId, &CUpti_ActivityContext3::deviceId);
+    return;
+  }
   activity().append(&context, sizeof(context));
 }
 
@@ -129,7 +151,12 @@ void append_kernel(const KernelLaunch& launch) {
   kernel.clusterX = 1;
   kernel.clusterY = 1;
   kernel.clusterZ = 1;
-  append_record(kernel);
+  if (state().newer_layouts) {
+    emit_static_records_once();
+    append_newer_layout(kernel, &CUpti_ActivityKernel10::start, &CUpti_ActivityKernel10::end, launch.span.end);
+    return;
+  }
+  append_record(kernel, launch.span.end);
 }
 
 void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlation_id, bool async,
@@ -153,7 +180,7 @@ void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlati
   copy.runtimeCorrelationId = 0;
   copy.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
   copy.copyCount = 1;
-  append_record(copy);
+  append_record(copy, span.end);
 }
 
 void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, const GpuSpan& span) {
@@ -171,7 +198,7 @@ void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, con
   memset_record.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
   memset_record.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
   memset_record.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
-  append_record(memset_record);
+  append_record(memset_record, span.end);
 }
 
 void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t correlation_id, uint64_t timestamp) {
@@ -227,6 +254,38 @@ void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uin
   api.correlationId = correlation_id;
   api.returnValue = 0;
   append_record(api);
+}
+
+void append_peer_copy(uint64_t bytes, uint32_t src_device, uint32_t dst_device, uint32_t stream,
+                      uint32_t correlation_id, const GpuSpan& span) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_MEMCPY2)) return;
+  CUpti_ActivityMemcpyPtoP4 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+  copy.bytes = bytes;
+  copy.start = span.start;
+  copy.end = span.end;
+  copy.deviceId = src_device;
+  copy.contextId = kFakeContextId;
+  copy.streamId = stream;
+  copy.srcDeviceId = src_device;
+  copy.srcContextId = kFakeContextId;
+  copy.dstDeviceId = dst_device;
+  copy.dstContextId = kFakeContextId + dst_device;
+  copy.correlationId = correlation_id;
+  copy.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
+  append_record(copy, span.end);
+}
+
+void append_unreadable_record() {
+  uint8_t bytes[64] = {};
+  const uint32_t kind = kUnreadableKind;
+  std::memcpy(bytes, &kind, sizeof kind);
+  emit_static_records_once();
+  activity().append(bytes, sizeof bytes);
 }
 
 }  // namespace fake_cupti

@@ -34,5 +34,10 @@ void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t c
 void append_synchronization(bool whole_device, uint32_t stream, uint32_t correlation_id, uint64_t start,
                             uint64_t end);
 void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uint64_t start, uint64_t end);
+// MEMCPY2: a peer-to-peer copy between two devices (the MEMCPY kind never reports those).
+void append_peer_copy(uint64_t bytes, uint32_t src_device, uint32_t dst_device, uint32_t stream,
+                      uint32_t correlation_id, const GpuSpan& span);
+// A record of a kind cuptiActivityGetNextRecord cannot step over (a damaged buffer).
+void append_unreadable_record();
 
 }  // namespace fake_cupti

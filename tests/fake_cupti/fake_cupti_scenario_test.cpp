@@ -34,6 +34,10 @@ fake_workload::FakeCudaApi linked_api() {
   api.profiler_start = &fakecuda_profiler_start;
   api.device_reset = &fakecuda_device_reset;
   api.set_dropped = &fakecuda_set_dropped;
+  api.memcpy_peer = &fakecuda_memcpy_peer;
+  api.api_call_named = &fakecuda_api_call_named;
+  api.skip_correlation_ids = &fakecuda_skip_correlation_ids;
+  api.unreadable_record = &fakecuda_unreadable_record;
   return api;
 }
 
@@ -139,10 +143,16 @@ Observed run_observed(const char* scenario) {
   observed.records = subscriber.flush();
   REQUIRE(cuptiActivityGetNumDroppedRecords(nullptr, 0, &observed.dropped) == CUPTI_SUCCESS);
   std::map<uint32_t, std::vector<std::string>> ranges_at;
+  std::map<std::thread::id, int> runtime_depth;  // driver calls inside a runtime call are its internals
   for (const auto& event : subscriber.api_events()) {
-    if (event.site != CUPTI_API_ENTER) continue;
+    const bool runtime = event.domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    if (event.site != CUPTI_API_ENTER) {
+      if (runtime) --runtime_depth[event.thread];
+      continue;
+    }
     ranges_at[event.correlation] = event.ranges;
-    ++observed.api_calls[event.function];
+    if (runtime || runtime_depth[event.thread] == 0) ++observed.api_calls[event.function];
+    if (runtime) ++runtime_depth[event.thread];
   }
   attribute_gpu_records(&observed, ranges_at);
   return observed;

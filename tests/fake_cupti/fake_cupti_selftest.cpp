@@ -48,6 +48,12 @@ std::vector<ApiEvent> events_for(const std::vector<ApiEvent>& events, uint32_t c
   return out;
 }
 
+uint64_t plain_clock() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t shifted_clock() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,8 +63,11 @@ uint64_t shifted_clock() {
 }  // namespace
 
 // Found by fakecuda_init through dlsym(RTLD_DEFAULT), like a preloaded tool's.
+extern "C" void fake_selftest_subscribe_in_init();  // fake_cupti_realism_test.cpp
+
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   g_injection_calls.fetch_add(1);
+  fake_selftest_subscribe_in_init();
   return 1;
 }
 
@@ -273,7 +282,7 @@ TEST_CASE("graph launches: kernels carry the graph ids and the cudaGraphLaunch c
     CHECK(std::string(kernel.name) == names[i]);
     CHECK(kernel.end - kernel.start == durations[i]);
   }
-  const std::vector<ApiEvent> calls = subscriber.api_events();
+  const std::vector<ApiEvent> calls = events_for(subscriber.api_events(), id);
   REQUIRE(calls.size() == 2);
   CHECK(calls[0].function == "cudaGraphLaunch");
 }
@@ -289,7 +298,9 @@ TEST_CASE("a registered timestamp callback drives every timestamp") {
   const std::vector<Record> kernels = of_kind(subscriber.flush(), CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   REQUIRE(kernels.size() == 1);
   CHECK(kernels[0].as<CUpti_ActivityKernel10>().start >= 1000000000000000ull);
-  REQUIRE(cuptiActivityRegisterTimestampCallback(nullptr) == CUPTI_SUCCESS);
+  // There is no going back to CUPTI's own clock (nullptr is refused): a plain one takes over.
+  CHECK(cuptiActivityRegisterTimestampCallback(nullptr) == CUPTI_ERROR_INVALID_PARAMETER);
+  REQUIRE(cuptiActivityRegisterTimestampCallback(&plain_clock) == CUPTI_SUCCESS);
   REQUIRE(cuptiGetTimestamp(&timestamp) == CUPTI_SUCCESS);
   CHECK(timestamp < 1000000000000000ull);
 }
@@ -331,15 +342,21 @@ TEST_CASE("full buffers and the flush period deliver on CUPTI's own thread") {
   CHECK(rest[0].delivered_on == std::this_thread::get_id());
   TestSubscriber::set_buffer_size(64 * 1024);
 
-  REQUIRE(cuptiActivityFlushPeriod(10) == CUPTI_SUCCESS);
-  fakecuda_launch_kernel("_Z6periodv", 1000, 5, nullptr);
+  // A full buffer with a kernel still running waits until the kernel is done.
+  TestSubscriber::set_buffer_size(2 * sizeof(CUpti_ActivityKernel10));
+  fakecuda_launch_kernel("_Z6periodv", 100000000, 6, nullptr);
+  fakecuda_launch_kernel("_Z6periodv", 1000, 6, nullptr);
+  fakecuda_launch_kernel("_Z6periodv", 1000, 6, nullptr);  // the first buffer is full now
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(subscriber.delivered().empty());
   size_t seen = 0;
-  for (int wait = 0; wait < 200 && seen == 0; ++wait) {
+  for (int wait = 0; wait < 400 && seen == 0; ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     seen = subscriber.delivered().size();
   }
-  CHECK(seen == 1u);
-  cuptiActivityFlushPeriod(0);
+  CHECK(seen == 2u);
+  TestSubscriber::set_buffer_size(64 * 1024);
+  subscriber.flush();
 }
 
 TEST_CASE("cuptiActivityGetNextRecord stops at the end and on unknown kinds") {
@@ -391,8 +408,10 @@ TEST_CASE("external correlation ids are reported for each API call") {
   uint64_t last = 0;
   REQUIRE(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last) == CUPTI_SUCCESS);
   CHECK(last == 42u);
+  // One per API call: the launch and the two driver calls inside it.
   const std::vector<Record> external = of_kind(subscriber.flush(), CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-  REQUIRE(external.size() == 1);
-  CHECK(external[0].as<CUpti_ActivityExternalCorrelation>().externalId == 42u);
+  REQUIRE(external.size() == 3);
+  for (const Record& record : external) CHECK(record.as<CUpti_ActivityExternalCorrelation>().externalId == 42u);
   CHECK(external[0].as<CUpti_ActivityExternalCorrelation>().correlationId == id);
+  CHECK(external[2].as<CUpti_ActivityExternalCorrelation>().correlationId == id + 2);
 }

@@ -58,6 +58,7 @@ TestSubscriber::~TestSubscriber() {
 }
 
 std::vector<Record> TestSubscriber::flush() {
+  fakecuda_wait_idle();  // a forced flush of queued work would give records without times
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   return delivered();
 }
@@ -100,8 +101,12 @@ void CUPTIAPI TestSubscriber::on_callback(void*, CUpti_CallbackDomain domain, CU
   event.symbol = info->symbolName != nullptr ? info->symbolName : "";
   event.correlation = info->correlationId;
   event.correlation_data = info->correlationData;
+  event.correlation_value = info->correlationData != nullptr ? *info->correlationData : 0;
+  // A subscriber that keeps data from ENTER to EXIT, as tools do.
+  if (info->callbackSite == CUPTI_API_ENTER && info->correlationData != nullptr) *info->correlationData = 1;
   event.ranges = range_stack();
   event.timestamp = fakecuda_now();
+  event.thread = std::this_thread::get_id();
   g_api_events.push_back(std::move(event));
 }
 

@@ -35,8 +35,10 @@ struct ApiEvent {
   std::string symbol;
   uint32_t correlation = 0;
   const uint64_t* correlation_data = nullptr;
+  uint64_t correlation_value = 0;  // *correlation_data as the callback found it
   std::vector<std::string> ranges;  // the calling thread's range stack at the callback
   uint64_t timestamp = 0;
+  std::thread::id thread;
 };
 
 struct OtherEvent {
@@ -54,7 +56,8 @@ class TestSubscriber {
 
   bool ok() const { return status_ == CUPTI_SUCCESS; }
   CUptiResult status() const { return status_; }
-  // Forced flush, then everything delivered so far (and clears it).
+  // Waits until the fake GPU is idle, forced flush, then everything delivered so
+  // far (and clears it).
   std::vector<Record> flush();
   // Everything delivered so far, without flushing.
   std::vector<Record> delivered();

@@ -1,5 +1,6 @@
 // gpu_workload: a "CUDA program" for machines without a GPU. It loads the fake
-// libcupti (TORCHPROF_CUPTI_LIB, else the path it was built with), initialises
+// libcupti (FAKE_CUPTI_PATH, else TORCHPROF_CUPTI_LIB, else the path it was built
+// with) into the process's global scope, as a program linked against it has it, initialises
 // "CUDA" through it (which calls a CUDA-injected tool's InitializeInjection),
 // and runs scenarios or scripts of NVTX ranges and fake CUDA calls.
 //
@@ -8,7 +9,8 @@
 // Several arguments run one after the other, as one script. --expect FILE
 // writes the exact values a profiler must report (JSON, see workload_expect.cpp);
 // the scenarios and their hand-computed values are listed in workload_scenarios.cpp,
-// the script language in workload_script.h.
+// the script language in workload_script.h. Exit code 1 when the script's second
+// CUPTI client (client_start … client_stop) got other records than were launched.
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -34,11 +36,31 @@ void resolve(void* handle, const char* name, Fn* out) {
   *out = reinterpret_cast<Fn>(symbol);
 }
 
-fake_workload::FakeCudaApi load_fake_cuda() {
-  const char* path = std::getenv("TORCHPROF_CUPTI_LIB");
-  if (path == nullptr || path[0] == '\0') path = FAKE_CUPTI_DEFAULT_PATH;
-  void* handle = dlopen(path, RTLD_NOW);
+const char* fake_path() {
+  for (const char* name : {"FAKE_CUPTI_PATH", "TORCHPROF_CUPTI_LIB"}) {
+    const char* path = std::getenv(name);
+    if (path != nullptr && path[0] != '\0') return path;
+  }
+  return FAKE_CUPTI_DEFAULT_PATH;
+}
+
+// `linked`: as the process binds the names (a preloaded interposer first); `direct`: the library's own.
+void resolve_cupti(void* scope, fake_workload::CuptiCalls* calls) {
+  resolve(scope, "cuptiSubscribe", &calls->subscribe);
+  resolve(scope, "cuptiActivityRegisterCallbacks", &calls->register_callbacks);
+  resolve(scope, "cuptiActivityRegisterTimestampCallback", &calls->register_timestamp_callback);
+  resolve(scope, "cuptiActivityEnable", &calls->enable);
+  resolve(scope, "cuptiActivityDisable", &calls->disable);
+  resolve(scope, "cuptiActivityFlushAll", &calls->flush_all);
+  resolve(scope, "cuptiActivityGetNextRecord", &calls->get_next_record);
+}
+
+fake_workload::FakeCudaApi load_fake_cuda(fake_workload::CuptiApi* cupti) {
+  const char* path = fake_path();
+  void* handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) throw std::runtime_error(std::string("cannot load ") + path + ": " + dlerror());
+  resolve_cupti(RTLD_DEFAULT, &cupti->linked);
+  resolve_cupti(handle, &cupti->direct);
   fake_workload::FakeCudaApi api;
   resolve(handle, "fakecuda_init", &api.init);
   resolve(handle, "fakecuda_launch_kernel", &api.launch_kernel);
@@ -53,6 +75,10 @@ fake_workload::FakeCudaApi load_fake_cuda() {
   resolve(handle, "fakecuda_profiler_start", &api.profiler_start);
   resolve(handle, "fakecuda_device_reset", &api.device_reset);
   resolve(handle, "fakecuda_set_dropped", &api.set_dropped);
+  resolve(handle, "fakecuda_memcpy_peer", &api.memcpy_peer);
+  resolve(handle, "fakecuda_api_call_named", &api.api_call_named);
+  resolve(handle, "fakecuda_skip_correlation_ids", &api.skip_correlation_ids);
+  resolve(handle, "fakecuda_unreadable_record", &api.unreadable_record);
   return api;
 }
 
@@ -110,11 +136,12 @@ int main(int argc, char** argv) {
       if (!out) return usage(("cannot write " + options.expect_path).c_str());
     }
     if (!options.run) return 0;
-    const fake_workload::FakeCudaApi api = load_fake_cuda();
+    fake_workload::CuptiApi cupti;
+    const fake_workload::FakeCudaApi api = load_fake_cuda(&cupti);
     api.init();
     const fake_workload::RangeHooks hooks{[](const std::string& name) { nvtxRangePushA(name.c_str()); },
                                           [] { nvtxRangePop(); }};
-    script.run(api, hooks);
+    if (!script.run(api, hooks, cupti)) return 1;
   } catch (const std::exception& error) {
     return usage(error.what());
   }

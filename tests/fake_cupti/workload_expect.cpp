@@ -143,6 +143,13 @@ void Walker::gpu_item(const Item& item, const std::vector<std::string>& s) {
       // A blocking copy returns no earlier than its own GPU end.
       if (item.blocking) busy(s, item.duration_ns + kFakeLaunchLatencyNs);
       break;
+    case Op::kPeerCopy:
+      ++api_calls_["cudaMemcpyPeerAsync"];
+      memcpys_.push_back({{"name", "Memcpy PtoP (Device -> Device)"}, {"kind", "ptop"}, {"bytes", item.bytes},
+                          {"stream", item.stream}, {"dur_ns", item.duration_ns}, {"blocking", false},
+                          {"range", innermost(s)}});
+      gpu_work(s, "Memcpy PtoP (Device -> Device)", "memcpy", item.duration_ns, item.stream);
+      break;
     case Op::kMemset:
       ++api_calls_["cudaMemsetAsync"];
       memsets_.push_back({{"name", "Memset (Device)"}, {"bytes", item.bytes}, {"stream", item.stream},
@@ -177,6 +184,7 @@ void Walker::walk_item(const Item& item, std::vector<std::string>* stack) {
     case Op::kDriverKernel:
     case Op::kGraph:
     case Op::kMemcpy:
+    case Op::kPeerCopy:
     case Op::kMemset: gpu_item(item, s); break;
     case Op::kMalloc:
     case Op::kFree:
@@ -195,6 +203,15 @@ void Walker::walk_item(const Item& item, std::vector<std::string>* stack) {
       live_.clear();
       live_bytes_ = 0;
       break;
+    // No GPU work of their own, and nothing a profiler must show.
+    case Op::kApi:
+    case Op::kSkipIds:
+    case Op::kCuptiFlush:
+    case Op::kUnreadable:
+    case Op::kClientStart:
+    case Op::kClientStop:
+    case Op::kReady: break;
+    case Op::kSleep: busy(s, item.duration_ns); break;
   }
 }
 

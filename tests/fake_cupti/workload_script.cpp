@@ -2,12 +2,18 @@
 
 #include <cupti_activity.h>
 
+#include <unistd.h>
+
 #include <cctype>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+
+#include "second_client.h"
 
 namespace fake_workload {
 
@@ -87,6 +93,41 @@ std::vector<GraphNode> parse_graph_nodes(std::string_view text) {
   return nodes;
 }
 
+// Items about CUPTI itself and the process around it (see workload_script.h).
+bool parse_cupti_item(const std::vector<std::string>& fields, std::string_view head, Item* item) {
+  const std::string& verb = fields[0];
+  if (verb == "p2p") {
+    need_fields(fields, 3, head);
+    item->op = Op::kPeerCopy;
+    item->bytes = parse_integer(fields[1]);
+    item->duration_ns = parse_duration(fields[2]);
+    parse_options(fields, 3, item, false);
+  } else if (verb == "api") {
+    need_fields(fields, 2, head);
+    item->op = Op::kApi;
+    item->name = fields[1];
+  } else if (verb == "skip_ids") {
+    need_fields(fields, 2, head);
+    item->op = Op::kSkipIds;
+    item->bytes = parse_integer(fields[1]);
+    if (item->bytes > UINT32_MAX) fail("skip_ids takes at most 2^32-1", head);
+  } else if (verb == "cupti_flush" || verb == "client_start") {
+    item->op = verb == "cupti_flush" ? Op::kCuptiFlush : Op::kClientStart;
+    const char* option = verb == "cupti_flush" ? "forced" : "direct";
+    if (fields.size() > 2 || (fields.size() == 2 && fields[1] != option)) fail("unknown option", head);
+    item->blocking = fields.size() == 2;
+  } else if (verb == "sleep") {
+    need_fields(fields, 2, head);
+    item->op = Op::kSleep;
+    item->duration_ns = parse_duration(fields[1]);
+  } else if (verb == "unreadable" || verb == "client_stop" || verb == "ready") {
+    item->op = verb == "unreadable" ? Op::kUnreadable : verb == "client_stop" ? Op::kClientStop : Op::kReady;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Item parse_simple(std::string_view head) {
   const std::vector<std::string> fields = split(head, ':');
   const std::string& verb = fields[0];
@@ -138,7 +179,7 @@ Item parse_simple(std::string_view head) {
     item.op = Op::kProfilerStart;
   } else if (verb == "device_reset") {
     item.op = Op::kDeviceReset;
-  } else {
+  } else if (!parse_cupti_item(fields, head, &item)) {
     fail("unknown item", head);
   }
   return item;
@@ -187,11 +228,65 @@ std::vector<Item> parse_list(std::string_view text, size_t* pos, bool nested) {
   }
 }
 
-// Allocation tags are shared by every thread of one run.
+// Allocation tags are shared by every thread of one run; so is the second client.
 struct RunState {
   std::mutex mutex;
   std::map<std::string, uint64_t> addresses;
+  const CuptiApi* cupti = nullptr;
+  SecondClient client;
+  bool client_ok = true;
 };
+
+const char* copy_row_name(int kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD (Pageable -> Device)";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "Memcpy DtoH (Device -> Pageable)";
+    default: return "Memcpy DtoD (Device -> Device)";
+  }
+}
+
+void need(const void* function, const char* item) {
+  if (function == nullptr) throw std::invalid_argument(std::string(item) + ": not available in this program");
+}
+
+void run_cupti_item(const Item& item, const FakeCudaApi& api, RunState* run) {
+  const CuptiCalls& calls = item.blocking && item.op == Op::kClientStart ? run->cupti->direct : run->cupti->linked;
+  switch (item.op) {
+    case Op::kPeerCopy:
+      need(reinterpret_cast<const void*>(api.memcpy_peer), "p2p");
+      api.memcpy_peer(item.bytes, 0, 1, item.stream, item.duration_ns);
+      break;
+    case Op::kApi:
+      need(reinterpret_cast<const void*>(api.api_call_named), "api");
+      if (api.api_call_named(item.name.c_str()) == 0) throw std::invalid_argument("api: unknown function " + item.name);
+      break;
+    case Op::kSkipIds:
+      need(reinterpret_cast<const void*>(api.skip_correlation_ids), "skip_ids");
+      api.skip_correlation_ids(static_cast<uint32_t>(item.bytes));
+      break;
+    case Op::kUnreadable:
+      need(reinterpret_cast<const void*>(api.unreadable_record), "unreadable");
+      api.unreadable_record();
+      break;
+    case Op::kCuptiFlush:
+      need(reinterpret_cast<const void*>(calls.flush_all), "cupti_flush");
+      calls.flush_all(item.blocking ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+      break;
+    case Op::kClientStart:
+      need(reinterpret_cast<const void*>(calls.get_next_record), "client_start");
+      run->client.start(calls);
+      break;
+    case Op::kClientStop:
+      if (!run->client.stop()) run->client_ok = false;
+      break;
+    case Op::kSleep: std::this_thread::sleep_for(std::chrono::nanoseconds(item.duration_ns)); break;
+    case Op::kReady:
+      std::printf("ready pid=%d\n", static_cast<int>(getpid()));
+      std::fflush(stdout);
+      break;
+    default: break;
+  }
+}
 
 void spin_for(uint64_t duration_ns) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(duration_ns);
@@ -226,9 +321,18 @@ void run_item(const Item& item, const FakeCudaApi& api, const RangeHooks& hooks,
       worker.join();
       break;
     }
-    case Op::kKernel: api.launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr); break;
-    case Op::kDriverKernel: api.driver_launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr); break;
-    case Op::kMemcpy: api.memcpy(item.bytes, item.memcpy_kind, item.stream, item.duration_ns, item.blocking); break;
+    case Op::kKernel:
+      api.launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr);
+      run->client.launched(item.name, item.duration_ns);
+      break;
+    case Op::kDriverKernel:
+      api.driver_launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr);
+      run->client.launched(item.name, item.duration_ns);
+      break;
+    case Op::kMemcpy:
+      api.memcpy(item.bytes, item.memcpy_kind, item.stream, item.duration_ns, item.blocking);
+      run->client.launched(copy_row_name(item.memcpy_kind), item.duration_ns);
+      break;
     case Op::kMemset: api.memset(item.bytes, item.stream, item.duration_ns); break;
     case Op::kMalloc: {
       const uint64_t address = api.malloc(item.bytes);
@@ -252,6 +356,7 @@ void run_item(const Item& item, const FakeCudaApi& api, const RangeHooks& hooks,
     case Op::kProfilerStop: api.profiler_stop(); break;
     case Op::kProfilerStart: api.profiler_start(); break;
     case Op::kDeviceReset: api.device_reset(); break;
+    default: run_cupti_item(item, api, run); break;
   }
 }
 
@@ -269,10 +374,13 @@ Script Script::parse(std::string_view text) {
   return script;
 }
 
-void Script::run(const FakeCudaApi& api, const RangeHooks& hooks) const {
+bool Script::run(const FakeCudaApi& api, const RangeHooks& hooks, const CuptiApi& cupti) const {
   api.init();
   RunState run;
+  run.cupti = &cupti;
   run_items(items_, api, hooks, &run);
+  if (!run.client.stop()) run.client_ok = false;  // a client still on stops at the end
+  return run.client_ok;
 }
 
 }  // namespace fake_workload

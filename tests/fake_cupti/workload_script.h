@@ -16,6 +16,20 @@
 //   busy:DUR                              CPU spin (gives a range self CPU time)
 //   profiler_stop / device_reset          cudaProfilerStop / cudaDeviceReset
 //   profiler_start                        cudaProfilerStart
+//   p2p:BYTES:DUR[:stream=S]              cudaMemcpyPeerAsync from device 0 to device 1 (MEMCPY2)
+//   api:NAME                              any other API call (cudaGetDevice, cuCtxGetCurrent): no GPU
+//                                         work, and not in the expectations (a profiler may leave it out)
+//   skip_ids:N                            CUPTI's correlation counter moves on by N (mod 2^32)
+//   cupti_flush / cupti_flush:forced      the program itself calls cuptiActivityFlushAll(0 / FORCED)
+//   unreadable                            a record cuptiActivityGetNextRecord cannot step over
+//   client_start / client_start:direct    a second CUPTI client starts, as torch.profiler's Kineto does
+//                                         (subscribe, buffer callbacks, a TSC-like timestamp callback,
+//                                         kinds enabled); :direct calls CUPTI through the library's
+//                                         handle instead of the process's symbols
+//   client_stop                           it flushes (forced), checks the kernels and copies it got
+//                                         against those launched meanwhile, and disables its kinds
+//   sleep:DUR                             sleeps (no CPU use)
+//   ready                                 prints "ready pid=<pid>" on stdout
 // DUR is an integer with ns, us, ms or s; BYTES a plain integer.
 #pragma once
 
@@ -26,6 +40,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include <cupti.h>
 
 #include "fake_cuda.h"
 
@@ -47,6 +63,28 @@ struct FakeCudaApi {
   uint32_t (*profiler_start)() = nullptr;
   uint32_t (*device_reset)() = nullptr;
   void (*set_dropped)(uint64_t) = nullptr;
+  uint32_t (*memcpy_peer)(uint64_t, uint32_t, uint32_t, uint32_t, uint64_t) = nullptr;
+  uint32_t (*api_call_named)(const char*) = nullptr;
+  void (*skip_correlation_ids)(uint32_t) = nullptr;
+  void (*unreadable_record)() = nullptr;
+};
+
+// The CUPTI functions a program calls itself (cupti_flush, the second client):
+// `linked` as the process resolves them (through any interposer, as a library
+// linked against libcupti binds them), `direct` from the library's own handle.
+struct CuptiCalls {
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*register_timestamp_callback)(CUpti_TimestampCallbackFunc) = nullptr;
+  CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*disable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*flush_all)(uint32_t) = nullptr;
+  CUptiResult (*get_next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+};
+
+struct CuptiApi {
+  CuptiCalls linked;
+  CuptiCalls direct;
 };
 
 struct RangeHooks {
@@ -56,7 +94,8 @@ struct RangeHooks {
 
 enum class Op {
   kRange, kThread, kRepeat, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
-  kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset, kProfilerStart
+  kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset, kProfilerStart,
+  kPeerCopy, kApi, kSkipIds, kCuptiFlush, kUnreadable, kClientStart, kClientStop, kSleep, kReady
 };
 
 struct GraphNode {
@@ -72,7 +111,7 @@ struct Item {
   int memcpy_kind = 0;  // CUpti_ActivityMemcpyKind
   uint32_t stream = 7;
   int64_t sync_stream = kFakeAllStreams;
-  bool blocking = false;
+  bool blocking = false;  // memcpy :sync; cupti_flush:forced; client_start:direct
   uint32_t graph_id = 0;
   std::vector<GraphNode> nodes;
   std::vector<Item> body;
@@ -83,7 +122,9 @@ class Script {
   // Throws std::invalid_argument with the offending text.
   static Script parse(std::string_view text);
 
-  void run(const FakeCudaApi& api, const RangeHooks& hooks) const;
+  // Returns false when the second client (client_start … client_stop) got records
+  // that differ from the work launched meanwhile; the reasons went to stderr.
+  bool run(const FakeCudaApi& api, const RangeHooks& hooks, const CuptiApi& cupti = CuptiApi{}) const;
   // Exact values the fake's records imply (see workload_scenarios.cpp for the format).
   nlohmann::json expectations() const;
 

@@ -10,6 +10,10 @@ from tp import check
 
 ALLOWED_NEEDED = re.compile(r"^(libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|ld-linux[-\w.]*\.so\.\d)$")
 ENTRY_POINTS = {"InitializeInjectionNvtx2", "InitializeInjection"}
+# CUPTI functions interposed for a second CUPTI client in the program (inject/cupti_share.cpp).
+CUPTI_INTERPOSED = {"cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback", "cuptiActivityEnable",
+                    "cuptiActivityDisable", "cuptiActivityEnableContext", "cuptiActivityDisableContext",
+                    "cuptiActivityFlushAll", "cuptiActivityGetNextRecord"}
 
 
 def readelf(*args):
@@ -62,9 +66,11 @@ def inject_exports():
     check(ENTRY_POINTS <= exported, f"entry points missing from the exports: {ENTRY_POINTS - exported}")
     libc = defined_dynamic_symbols(libc_path())
     check(len(libc) > 1000, "could not read libc's symbols")
-    stray = sorted(s for s in exported - ENTRY_POINTS if not s.startswith("torchprof_") and s not in libc)
-    check(not stray, f"libtorchprof_inject.so exports symbols that are neither entry points, torchprof_* "
-                     f"nor interposed libc functions: {stray[:20]}")
+    check(CUPTI_INTERPOSED <= exported, f"interposed CUPTI functions not exported: {CUPTI_INTERPOSED - exported}")
+    stray = sorted(s for s in exported - ENTRY_POINTS - CUPTI_INTERPOSED
+                   if not s.startswith("torchprof_") and s not in libc)
+    check(not stray, f"libtorchprof_inject.so exports symbols that are neither entry points, torchprof_*, "
+                     f"interposed CUPTI functions nor interposed libc functions: {stray[:20]}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <semaphore.h>
 
 #include <cstring>
+#include <string>
 
 #include "inject/cupti_api.h"
 #include "inject/cupti_support.h"
@@ -99,4 +100,113 @@ TEST_CASE("records with continuation slots: one unit, counted as one record") {
   CHECK_FALSE(ti::record_with_extra(tb, ti::NameRef{}, head, &x, ti::kMaxExtraSlots + 1));
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
+}
+
+namespace {
+bool informative(const char* cupti_name) {
+  const uint32_t len = static_cast<uint32_t>(strlen(cupti_name));
+  return ti::informative_api(cupti_name, ti::api_name_length(cupti_name, len));
+}
+}  // namespace
+
+TEST_CASE("informative API calls: launches, copies, syncs, allocations, graphs, events; not the chatter") {
+  for (const char* name : {"cudaLaunchKernel_v7000", "cudaLaunchKernelExC_v11060", "cudaMemcpyAsync_v3020",
+                           "cudaMemcpy2DAsync_ptsz_v7000", "cudaMemsetAsync_v3020", "cudaMalloc_v3020",
+                           "cudaMallocAsync_v11020", "cudaFree_v3020", "cudaFreeAsync_v11020",
+                           "cudaHostAlloc_v3020", "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_v3020",
+                           "cudaEventSynchronize_v3020", "cudaStreamWaitEvent_v3020", "cudaEventRecord_v3020",
+                           "cudaGraphLaunch_v10000", "cudaProfilerStop_v4000", "cudaDeviceReset_v3020",
+                           "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpyHtoDAsync_v2", "cuMemsetD8Async",
+                           "cuMemAlloc_v2", "cuMemFree_v2", "cuMemCreate", "cuCtxSynchronize",
+                           "cuStreamSynchronize", "cuEventRecord", "cuGraphLaunch", "cuProfilerStart"}) {
+    CAPTURE(name);
+    CHECK(informative(name));
+  }
+  for (const char* name : {"cudaGetDevice_v3020", "cudaSetDevice_v3020", "cudaGetLastError_v3020",
+                           "cudaPeekAtLastError_v3020", "cudaStreamGetCaptureInfo_v10010", "cudaEventQuery_v3020",
+                           "cudaFuncGetAttributes_v3020", "cudaGetDeviceCount_v3020", "cudaPointerGetAttributes_v4000",
+                           "cuCtxGetCurrent", "cuDevicePrimaryCtxGetState", "cuKernelGetAttribute", "cuInit",
+                           "cuModuleGetFunction", "cuStreamQuery", ""}) {
+    CAPTURE(name);
+    CHECK_FALSE(informative(name));
+  }
+  CHECK_FALSE(ti::informative_api(nullptr, 0));
+}
+
+TEST_CASE("correlation ids widened to 64 bits stay right across the 32-bit wrap") {
+  constexpr uint64_t k32 = uint64_t{1} << 32;
+  CHECK(ti::widen_correlation(0, 12345) == 0);
+  CHECK(ti::widen_correlation(7, 0) == 7);
+  CHECK(ti::widen_correlation(4294967000u, 0) == 4294967000u);  // a first id high in the range: not negative
+  CHECK(ti::widen_correlation(5, 4294967000u) == k32 + 5);        // after the wrap
+  CHECK(ti::widen_correlation(4294967290u, k32 + 5) == 4294967290u);  // a late record from before it
+  CHECK(ti::widen_correlation(9, 3 * k32 + 100) == 3 * k32 + 9);
+  CHECK(ti::widen_correlation(0x80000000u - 200, 2 * k32 + 100) == 2 * k32 + 0x80000000u - 200);  // nearest: ahead
+  CHECK(ti::widen_correlation(0x80000000u + 200, 2 * k32 + 100) == k32 + 0x80000000u + 200);      // nearest: behind
+  // A second wrap, walking ids in steps under 2^31 with the reference moved as the tracer moves it.
+  uint64_t reference = 0;
+  uint64_t last = 0;
+  for (uint64_t step = 0; step < 10; ++step) {
+    const uint64_t id = 1 + step * (uint64_t{1} << 30);
+    const uint64_t widened = ti::widen_correlation(static_cast<uint32_t>(id), reference);
+    CHECK(widened == id);
+    CHECK(widened > last);
+    last = widened;
+    if (ti::correlation_reference_due(widened, reference)) reference = widened;
+  }
+  CHECK_FALSE(ti::correlation_reference_due(100, 50));  // same 2^28 block: no store
+  CHECK(ti::correlation_reference_due(ti::kCorrelationBlock + 1, 50));
+  CHECK_FALSE(ti::correlation_reference_due(50, ti::kCorrelationBlock + 1));  // never backwards
+}
+
+TEST_CASE("record layouts: CUPTI 13.2 moves kernels, devices and contexts to newer structs") {
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130001) == nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130000) == nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130105) == nullptr);
+  const ti::RecordLayout* device = ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130200);
+  REQUIRE(device != nullptr);
+  CHECK(std::string(device->compiled) == "CUpti_ActivityDevice5");
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONTEXT, 130301) != nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130200) != nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_MEMCPY, 130200) == nullptr);  // no known change
+  // The table's kinds are the header's.
+  CHECK(ti::kRecordLayouts[0].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  CHECK(ti::kRecordLayouts[1].kind == CUPTI_ACTIVITY_KIND_KERNEL);
+  CHECK(ti::kRecordLayouts[2].kind == CUPTI_ACTIVITY_KIND_DEVICE);
+  CHECK(ti::kRecordLayouts[3].kind == CUPTI_ACTIVITY_KIND_CONTEXT);
+}
+
+TEST_CASE("times mapped to a second client's clock (a TSC at 3 ticks per ns)") {
+  const ti::ClockPair first{1000000000, 7000000000000ull + 3000000000ull};
+  const ti::ClockPair last{3000000000, 7000000000000ull + 9000000000ull};
+  CHECK(ti::map_to_their_clock(0, first, last) == 0);
+  CHECK(ti::map_to_their_clock(3000000000, first, last) == last.theirs);
+  CHECK(ti::map_to_their_clock(2999999000, first, last) == last.theirs - 3000);
+  CHECK(ti::map_to_their_clock(2000000000, first, last) == 7000000000000ull + 6000000000ull);
+  // Pairs read within 1 ms of each other give no rate: 1 is taken.
+  CHECK(ti::map_to_their_clock(900, ti::ClockPair{1000, 5000}, ti::ClockPair{1000, 5000}) == 4900);
+}
+
+TEST_CASE("shared buffers: a header only this process writes, records after their lengths") {
+  alignas(8) uint8_t buffer[128] = {};
+  const uint64_t cookie = 0x1234abcdull;
+  const uint64_t head[2] = {ti::kSharedBufferMagic, cookie};
+  memcpy(buffer, head, sizeof head);
+  uint64_t length = 24;
+  memcpy(buffer + 16, &length, 8);
+  buffer[24] = 10;
+  length = 16;
+  memcpy(buffer + 48, &length, 8);
+  buffer[56] = 4;
+  const size_t valid = 72;
+  CHECK(ti::is_shared_buffer(buffer, valid, cookie));
+  CHECK_FALSE(ti::is_shared_buffer(buffer, valid, cookie + 1));
+  CHECK_FALSE(ti::is_shared_buffer(buffer, 8, cookie));
+  uint8_t* record = nullptr;
+  REQUIRE(ti::next_shared_record(buffer, valid, &record));
+  CHECK(record == buffer + 24);
+  REQUIRE(ti::next_shared_record(buffer, valid, &record));
+  CHECK(record == buffer + 56);
+  CHECK_FALSE(ti::next_shared_record(buffer, valid, &record));
+  CHECK_FALSE(ti::next_shared_record(buffer, 60, &(record = buffer + 24)));  // a length past the end
 }

@@ -1,0 +1,398 @@
+#include "inject/cupti_share.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/random.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "inject/clock.h"
+#include "inject/config.h"
+#include "inject/cupti_activity.h"
+#include "inject/cupti_api.h"
+#include "inject/cupti_support.h"
+#include "inject/cupti_tracer.h"
+#include "inject/export.h"
+
+namespace torchprof::inject {
+namespace {
+
+constexpr uint32_t kKinds = CUPTI_ACTIVITY_KIND_COUNT;
+
+std::atomic<bool> g_capturing{false};  // our callbacks are CUPTI's: a client's are held here
+CUpti_BuffersCallbackRequestFunc g_our_requested = nullptr;
+CUpti_BuffersCallbackCompleteFunc g_our_completed = nullptr;
+CUpti_TimestampCallbackFunc g_our_timestamp = nullptr;
+std::atomic<bool> g_our_kinds[kKinds] = {};
+uint64_t g_cookie = 0;  // marks the buffers this process fills for the client
+
+// The second client as it registered itself with us.
+std::atomic<CUpti_BuffersCallbackRequestFunc> g_requested{nullptr};
+std::atomic<CUpti_BuffersCallbackCompleteFunc> g_completed{nullptr};
+std::atomic<CUpti_TimestampCallbackFunc> g_clock{nullptr};
+std::atomic<bool> g_wants[kKinds] = {};
+// When the client enabled each kind (our clock): what CUPTI recorded before is not its.
+std::atomic<uint64_t> g_wanted_since[kKinds] = {};
+std::atomic<bool> g_seen{false};
+// Pairs read on both clocks (ours, the client's): the first at its registration.
+pthread_mutex_t g_clock_mu = PTHREAD_MUTEX_INITIALIZER;
+ClockPair g_first_pair;
+double g_first_rate = 1.0;
+
+bool capturing() { return g_capturing.load(std::memory_order_acquire); }
+
+bool valid_kind(CUpti_ActivityKind kind) { return kind > CUPTI_ACTIVITY_KIND_INVALID && kind < kKinds; }
+
+// The program's own CUPTI function, looked up once.
+template <typename Fn>
+Fn real(std::atomic<void*>& cache, const char* name) {
+  void* fn = cache.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    fn = real_cupti_function(name);
+    cache.store(fn, std::memory_order_release);
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+}  // namespace
+}  // namespace torchprof::inject
+
+// The program's CUPTI function of that name, looked up at the first call.
+#define TP_REAL(fn)                                                      \
+  ([]() {                                                                \
+    static std::atomic<void*> cache{nullptr};                            \
+    return ::torchprof::inject::real<decltype(&fn)>(cache, #fn);         \
+  }())
+
+namespace torchprof::inject {
+namespace {
+
+void note_client(const void* callback) {
+  if (g_seen.exchange(true)) return;
+  Dl_info info{};
+  const char* where = dladdr(callback, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : "the program";
+  const char* slash = strrchr(where, '/');
+  char line[400];
+  snprintf(line, sizeof line,
+           "CUPTI is shared with a second client in %s (torch.profiler, say): each gets its own GPU records",
+           slash != nullptr ? slash + 1 : where);
+  gpu_notice_line(LogLevel::kInfo, line);
+}
+
+// Their clock read between two of ours, the narrowest of a few tries: a pair whose
+// reads were preempted apart would skew the rate and every time mapped with it.
+ClockPair read_pair(CUpti_TimestampCallbackFunc clock) {
+  ClockPair best;
+  uint64_t best_width = UINT64_MAX;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t before = now_ns();
+    const uint64_t theirs = clock();
+    const uint64_t after = now_ns();
+    if (after - before < best_width) {
+      best_width = after - before;
+      best = ClockPair{before + (after - before) / 2, theirs};
+    }
+  }
+  return best;
+}
+
+// Two pairs 2 ms apart give the client clock's rate for the first buffers, shared
+// before pairs far enough apart exist (once per registration, on the client's thread).
+void hold_client_clock(CUpti_TimestampCallbackFunc clock) {
+  const ClockPair first = read_pair(clock);
+  ClockPair second = first;
+  while (second.ours < first.ours + 2000000) second = read_pair(clock);
+  pthread_mutex_lock(&g_clock_mu);
+  g_first_pair = first;
+  g_first_rate = clock_rate(first, second);
+  pthread_mutex_unlock(&g_clock_mu);
+  g_clock.store(clock, std::memory_order_release);
+}
+
+void want_kind(CUpti_ActivityKind kind) {
+  if (!valid_kind(kind)) return;
+  if (!g_wants[kind].load(std::memory_order_relaxed)) g_wanted_since[kind].store(now_ns(), std::memory_order_relaxed);
+  g_wants[kind].store(true, std::memory_order_relaxed);
+}
+
+// ---- the client's buffers ----
+
+// The fields of the records a client reads that hold times, per kind, in this
+// build's structs. Kinds not listed keep their times as written.
+struct TimeFields {
+  uint32_t kind;
+  size_t offsets[5];
+  int count;
+};
+
+constexpr TimeFields kTimeFields[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+     {offsetof(CUpti_ActivityKernel10, start), offsetof(CUpti_ActivityKernel10, end),
+      offsetof(CUpti_ActivityKernel10, completed), offsetof(CUpti_ActivityKernel10, queued),
+      offsetof(CUpti_ActivityKernel10, submitted)},
+     5},
+    {CUPTI_ACTIVITY_KIND_KERNEL,
+     {offsetof(CUpti_ActivityKernel10, start), offsetof(CUpti_ActivityKernel10, end),
+      offsetof(CUpti_ActivityKernel10, completed), offsetof(CUpti_ActivityKernel10, queued),
+      offsetof(CUpti_ActivityKernel10, submitted)},
+     5},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, {offsetof(CUpti_ActivityMemcpy6, start), offsetof(CUpti_ActivityMemcpy6, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_MEMCPY2,
+     {offsetof(CUpti_ActivityMemcpyPtoP4, start), offsetof(CUpti_ActivityMemcpyPtoP4, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_MEMSET, {offsetof(CUpti_ActivityMemset4, start), offsetof(CUpti_ActivityMemset4, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+     {offsetof(CUpti_ActivitySynchronization2, start), offsetof(CUpti_ActivitySynchronization2, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, {offsetof(CUpti_ActivityAPI, start), offsetof(CUpti_ActivityAPI, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_DRIVER, {offsetof(CUpti_ActivityAPI, start), offsetof(CUpti_ActivityAPI, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD,
+     {offsetof(CUpti_ActivityOverhead3, start), offsetof(CUpti_ActivityOverhead3, end)}, 2},
+    {CUPTI_ACTIVITY_KIND_CUDA_EVENT, {offsetof(CUpti_ActivityCudaEvent2, deviceTimestamp)}, 1},
+    {CUPTI_ACTIVITY_KIND_MEMORY2, {offsetof(CUpti_ActivityMemory4, timestamp)}, 1},
+    {CUPTI_ACTIVITY_KIND_MARKER, {offsetof(CUpti_ActivityMarker2, timestamp)}, 1},
+};
+
+// One buffer the client handed out, being filled.
+struct Out {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  size_t used = 0;
+};
+
+bool open_out(Out* out) {
+  CUpti_BuffersCallbackRequestFunc requested = g_requested.load(std::memory_order_acquire);
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  size_t max_records = 0;
+  if (requested != nullptr) requested(&data, &size, &max_records);
+  if (data == nullptr || size < kSharedHeaderBytes + 64) return false;
+  const uint64_t head[2] = {kSharedBufferMagic, g_cookie};
+  memcpy(data, head, sizeof head);
+  *out = Out{data, size, kSharedHeaderBytes};
+  return true;
+}
+
+void close_out(Out* out) {
+  CUpti_BuffersCallbackCompleteFunc completed = g_completed.load(std::memory_order_acquire);
+  if (out->data != nullptr && completed != nullptr) {
+    completed(/*context=*/nullptr, /*streamId=*/0, out->data, out->size, out->used);
+  }
+  *out = Out{};
+}
+
+// Times of a copied record moved from our clock (CUPTI writes ours, less the
+// measured offset when it had no timestamp callback) to the client's.
+const TimeFields* time_fields(uint32_t kind) {
+  for (const TimeFields& f : kTimeFields) {
+    if (f.kind == kind) return &f;
+  }
+  return nullptr;
+}
+
+// A record's first time (its start) on our clock, 0 when unknown or it has none.
+uint64_t record_start(const uint8_t* record, uint32_t kind) {
+  const TimeFields* f = time_fields(kind);
+  if (f == nullptr) return 0;
+  uint64_t t = 0;
+  memcpy(&t, record + f->offsets[0], sizeof t);
+  return t == 0 ? 0 : t - static_cast<uint64_t>(gpu_clock_offset());
+}
+
+void to_client_clock(uint8_t* record, uint32_t kind, const ClockPair& first, const ClockPair& last, double rate0) {
+  const TimeFields* f = time_fields(kind);
+  if (f == nullptr) return;
+  const int64_t offset = gpu_clock_offset();
+  for (int i = 0; i < f->count; ++i) {
+    uint64_t t = 0;
+    memcpy(&t, record + f->offsets[i], sizeof t);
+    if (t != 0) t = map_to_their_clock(t - static_cast<uint64_t>(offset), first, last, rate0);
+    memcpy(record + f->offsets[i], &t, sizeof t);
+  }
+}
+
+struct Copier {
+  Out out;
+  bool clock = false;
+  ClockPair first;
+  ClockPair last;
+  double rate0 = 1.0;
+
+  void copy(const CUpti_Activity* record, size_t bytes) {
+    const uint32_t kind = record->kind;
+    if (kind >= kKinds || !g_wants[kind].load(std::memory_order_relaxed)) return;
+    const uint64_t start = record_start(reinterpret_cast<const uint8_t*>(record), kind);
+    if (start != 0 && start < g_wanted_since[kind].load(std::memory_order_relaxed)) return;
+    bytes = (bytes + 7) & ~size_t{7};
+    if (out.data != nullptr && out.used + 8 + bytes > out.size) close_out(&out);
+    if (out.data == nullptr && !open_out(&out)) return;  // the client gave no buffer: it loses the record
+    if (out.used + 8 + bytes > out.size) return;         // a record larger than its buffers
+    const uint64_t length = bytes;
+    memcpy(out.data + out.used, &length, sizeof length);
+    uint8_t* copied = out.data + out.used + 8;
+    memcpy(copied, record, bytes);
+    if (clock) to_client_clock(copied, kind, first, last, rate0);
+    out.used += 8 + bytes;
+  }
+};
+
+}  // namespace
+
+void share_start(CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed,
+                 CUpti_TimestampCallbackFunc timestamp) {
+  g_our_requested = requested;
+  g_our_completed = completed;
+  g_our_timestamp = timestamp;
+  if (getrandom(&g_cookie, sizeof g_cookie, GRND_NONBLOCK) != sizeof g_cookie) g_cookie = now_ns() ^ 0x9e3779b97f4a7c15ull;
+  g_capturing.store(true, std::memory_order_release);
+  // A client registered before us: its callbacks and clock were CUPTI's until now.
+  if (CUpti_BuffersCallbackCompleteFunc earlier = g_completed.load(std::memory_order_acquire)) {
+    note_client(reinterpret_cast<const void*>(earlier));
+  }
+}
+
+void share_note_our_kind(CUpti_ActivityKind kind) {
+  if (valid_kind(kind)) g_our_kinds[kind].store(true, std::memory_order_relaxed);
+}
+
+void share_forget_after_fork() {
+  g_capturing.store(false, std::memory_order_relaxed);
+  g_completed.store(nullptr, std::memory_order_relaxed);
+}
+
+bool second_client_seen() { return g_seen.load(std::memory_order_relaxed); }
+
+bool return_to_second_client(uint8_t* buffer, size_t size, size_t valid) {
+  CUpti_BuffersCallbackCompleteFunc completed = g_completed.load(std::memory_order_acquire);
+  if (completed == nullptr || !capturing()) return false;
+  completed(/*context=*/nullptr, /*streamId=*/0, buffer, size, valid);
+  return true;
+}
+
+void share_with_second_client(const uint8_t* buffer, size_t valid) {
+  const CuptiApi* api = cupti();
+  if (g_completed.load(std::memory_order_acquire) == nullptr || api == nullptr || !capturing()) return;
+  Copier copier;
+  if (CUpti_TimestampCallbackFunc clock = g_clock.load(std::memory_order_acquire)) {
+    pthread_mutex_lock(&g_clock_mu);
+    copier.first = g_first_pair;
+    copier.rate0 = g_first_rate;
+    pthread_mutex_unlock(&g_clock_mu);
+    copier.last = read_pair(clock);
+    copier.clock = true;
+  }
+  // A record's length is the distance to the next one; the last runs to the end.
+  auto* data = const_cast<uint8_t*>(buffer);
+  CUpti_Activity* previous = nullptr;
+  CUpti_Activity* record = nullptr;
+  while (api->get_next_record(data, valid, &record) == CUPTI_SUCCESS) {
+    if (previous != nullptr) {
+      copier.copy(previous, static_cast<size_t>(reinterpret_cast<uint8_t*>(record) -
+                                                reinterpret_cast<uint8_t*>(previous)));
+    }
+    previous = record;
+  }
+  if (previous != nullptr) {
+    copier.copy(previous, static_cast<size_t>(data + valid - reinterpret_cast<uint8_t*>(previous)));
+  }
+  if (copier.out.data != nullptr) close_out(&copier.out);
+}
+
+}  // namespace torchprof::inject
+
+// ---- the CUPTI entry points a second client calls ----
+
+namespace ti = torchprof::inject;
+
+extern "C" {
+
+// A client that registers before our tracing starts is remembered too: once ours are
+// CUPTI's callbacks, it gets its share, and the buffers it had handed CUPTI go back to it.
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                                                     CUpti_BuffersCallbackCompleteFunc completed) {
+  if (requested == nullptr || completed == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (!ti::capturing()) {
+    auto forward = TP_REAL(cuptiActivityRegisterCallbacks);
+    if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+    const CUptiResult rc = forward(requested, completed);
+    if (rc != CUPTI_SUCCESS) return rc;
+    ti::g_requested.store(requested, std::memory_order_release);
+    ti::g_completed.store(completed, std::memory_order_release);
+    if (!ti::capturing()) return rc;
+    // Our tracing started inside that call (it started CUDA): ours must be CUPTI's.
+    forward(ti::g_our_requested, ti::g_our_completed);
+  }
+  ti::g_requested.store(requested, std::memory_order_release);
+  ti::g_completed.store(completed, std::memory_order_release);
+  ti::note_client(reinterpret_cast<const void*>(completed));
+  return CUPTI_SUCCESS;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc clock) {
+  if (clock == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (!ti::capturing()) {
+    auto forward = TP_REAL(cuptiActivityRegisterTimestampCallback);
+    if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+    const CUptiResult rc = forward(clock);
+    if (rc != CUPTI_SUCCESS) return rc;
+    ti::hold_client_clock(clock);  // for when our tracing replaces it
+    if (!ti::capturing()) return rc;
+    if (ti::g_our_timestamp != nullptr) forward(ti::g_our_timestamp);
+    return rc;
+  }
+  ti::hold_client_clock(clock);
+  return CUPTI_SUCCESS;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+  auto forward = TP_REAL(cuptiActivityEnable);
+  if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  const CUptiResult rc = forward(kind);
+  if (rc == CUPTI_SUCCESS) ti::want_kind(kind);
+  return rc;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  if (ti::valid_kind(kind)) ti::g_wants[kind].store(false, std::memory_order_relaxed);
+  if (ti::capturing() && ti::valid_kind(kind) && ti::g_our_kinds[kind].load(std::memory_order_relaxed)) {
+    return CUPTI_SUCCESS;  // we still trace it; the client simply gets no more of it
+  }
+  auto forward = TP_REAL(cuptiActivityDisable);
+  return forward != nullptr ? forward(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableContext(CUcontext context, CUpti_ActivityKind kind) {
+  auto forward = TP_REAL(cuptiActivityEnableContext);
+  if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  const CUptiResult rc = forward(context, kind);
+  if (rc == CUPTI_SUCCESS) ti::want_kind(kind);
+  return rc;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityDisableContext(CUcontext context, CUpti_ActivityKind kind) {
+  if (ti::capturing() && ti::valid_kind(kind) && ti::g_our_kinds[kind].load(std::memory_order_relaxed)) {
+    return CUPTI_SUCCESS;
+  }
+  auto forward = TP_REAL(cuptiActivityDisableContext);
+  return forward != nullptr ? forward(context, kind) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+// The client's records reach it through our bufferCompleted, within this call.
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  auto forward = TP_REAL(cuptiActivityFlushAll);
+  return forward != nullptr ? forward(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  if (record != nullptr && ti::is_shared_buffer(buffer, valid, ti::g_cookie) && ti::g_cookie != 0) {
+    auto* current = reinterpret_cast<uint8_t*>(*record);
+    if (!ti::next_shared_record(buffer, valid, &current)) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *record = reinterpret_cast<CUpti_Activity*>(current);
+    return CUPTI_SUCCESS;
+  }
+  auto forward = TP_REAL(cuptiActivityGetNextRecord);
+  return forward != nullptr ? forward(buffer, valid, record) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+}  // extern "C"

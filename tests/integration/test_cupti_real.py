@@ -1,0 +1,262 @@
+"""Real CUPTI's awkward behaviours, reproduced by the fake libcupti (tests/fake_cupti)
+and handled by torchprof, end to end under torchprof-run: a second CUPTI client in
+the process (torch.profiler's Kineto), records without times, a libcupti already
+loaded, conversion before CUDA's teardown at exit, unreadable records, peer-to-peer
+copies, records arriving while the program runs (SIGKILL), callbacks only for the
+informative API calls, the EXIT without ENTER of the call that starts CUDA, 32-bit
+correlation ids that wrap, a newer CUPTI's record layouts, slow flushes inside
+callbacks, and a program that links CUDA but never starts it.
+
+Needs tp.py's variables; the fake library is found as in test_gpu_fake.py."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import test_gpu_fake as gf
+import tp
+from tp import check, check_eq
+
+SECOND_CLIENT = ("range:before{ kernel:_Z6beforev:100us } ; sync ; client_start ;"
+                 " range:watched{ kernel:_Z7watchedv:300us ; memcpy:htod:4096:20us ; kernel:_Z7watchedv:200us } ;"
+                 " sync ; client_stop ; range:after{ kernel:_Z5afterv:150us } ; sync")
+# Per block: cudaLaunchKernel and its 2 driver calls, cudaDeviceSynchronize and its 1.
+IDS_PER_BLOCK = 5
+WRAP_SKIP = (1 << 30) - IDS_PER_BLOCK  # four skips and four blocks: 2^32 ids, block 4 reuses block 0's
+
+
+def expectations(script):
+    """gpu_workload --expect for a script (test_gpu_fake's helper names directories after its argument)."""
+    path = os.path.join(tp.fresh_dir("expect"), "expect.json")
+    proc = subprocess.run([tp.bin_path("gpu_workload"), "--no-run", "--expect", path, script],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check_eq(proc.returncode, 0, f"gpu_workload --expect ({proc.stderr.decode(errors='replace')})")
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_workload(script, extra_env=None):
+    out_dir = os.path.join(tp.fresh_dir("gpu"), "out")
+    env = dict(os.environ)
+    env.pop("FAKE_CUPTI_FAIL", None)
+    env.update(TORCHPROF_CUPTI_LIB=gf.fake_cupti(), **(extra_env or {}))
+    result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), script], timeout=120, env=env)
+    result.out_dir = out_dir
+    return result
+
+
+def full_check(script, env=None, rc=0):
+    """The workload under torchprof-run against its own expectations (test_gpu_fake's checks)."""
+    expect = expectations(script)
+    result = run_workload(script, env)
+    check_eq(result.rc, rc, f"exit code ({result.describe()})")
+    summary = result.summary
+    gf.check_ranges(summary, expect)
+    gf.check_gpu_rows(summary, expect)
+    gf.check_trace_rows(result, expect)
+    gf.check_flows(result)
+    check_span(result)
+    return result
+
+
+def check_span(result):
+    """No process reaches back before the test began (a record at time 0 would place it at boot)."""
+    began_ns = (time.time() - result.elapsed_s - 60) * 1e9
+    for p in result.summary["processes"]:
+        check(p["start_ns"] >= began_ns, f"pid {p['pid']} starts at {p['start_ns']}, before the run")
+
+
+def api_rows(summary):
+    return {o["name"]: o for o in gf.ops_of_kind(summary, "cuda_api")}
+
+
+def second_client():
+    result = full_check(SECOND_CLIENT)  # exit 0: the client got exactly its own records, in its clock
+    notices = result.summary["gpu_notices"]
+    check(any("shared with a second client" in n for n in notices), f"no notice of the second client: {notices}")
+    check("unknown buffer" not in result.stderr_text, "the client was handed torchprof's buffers")
+
+
+def second_client_direct():
+    """A client that calls CUPTI through its own handle, past the interposed functions:
+    torchprof cannot share, but says what happened."""
+    result = run_workload(SECOND_CLIENT.replace("client_start", "client_start:direct"))
+    notices = " | ".join(result.summary["gpu_notices"])
+    check("another CUPTI client" in notices and "kept" in notices, f"no notice of the lost buffers: {notices}")
+
+
+def incomplete():
+    """The program exits while a kernel is still queued: its record comes without times."""
+    result = run_workload("range:tail{ kernel:_Z5quickv:50us ; sync ; kernel:_Z4slowv:5s }")
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    summary = result.summary
+    check_eq(summary.get("gpu_incomplete_records"), 1, "gpu_incomplete_records")
+    check_eq(summary["processes"][0].get("gpu_incomplete_records"), 1, "the process's gpu_incomplete_records")
+    rows = {o.get("mangled_name", o["name"]): o for o in gf.ops_of_kind(summary, "kernel")}
+    check_eq(sorted(rows), ["_Z5quickv"], "kernel rows")
+    gf.check_cuda(rows["_Z5quickv"]["self_cuda_ns"], 50000, "the complete kernel")
+    check(any("came without times" in w for w in summary["warnings"]), f"no warning: {summary['warnings']}")
+    check_span(result)
+
+
+def profiler_stop_queued():
+    """cudaProfilerStop with a kernel queued: the flush there must not cut it short."""
+    full_check("range:r{ kernel:_Z4longv:300ms ; profiler_stop } ; sync")
+
+
+def loaded_cupti():
+    """The program has libcupti loaded already (its own copy): torchprof uses that one,
+    not the toolkit's (a second CUPTI in the process)."""
+    link_dir = tp.fresh_dir("loaded_cupti")
+    link = os.path.join(link_dir, "libcupti.so.13")
+    os.symlink(gf.fake_cupti(), link)
+    env = dict(os.environ)
+    env.pop("TORCHPROF_CUPTI_LIB", None)
+    env.pop("FAKE_CUPTI_FAIL", None)
+    env["FAKE_CUPTI_PATH"] = link
+    out_dir = os.path.join(link_dir, "out")
+    result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), "nested"], timeout=120, env=env)
+    result.out_dir = out_dir
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    check("GPU tracing off" not in result.stderr_text, f"GPU tracing refused: {result.stderr_text}")
+    gf.check_gpu_rows(result.summary, expectations("nested"))
+
+
+def unreadable():
+    result = run_workload("range:r{ kernel:_Z6beforev:10us ; unreadable ; kernel:_Z5afterv:10us } ; sync")
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    summary = result.summary
+    rows = {o.get("mangled_name", o["name"]) for o in gf.ops_of_kind(summary, "kernel")}
+    check("_Z6beforev" in rows, f"the record before the unreadable one: {rows}")
+    check(summary.get("gpu_unreadable_bytes", 0) > 0, f"gpu_unreadable_bytes: {summary.get('gpu_unreadable_bytes')}")
+    check(any("could not be read" in w for w in summary["warnings"]), f"no warning: {summary['warnings']}")
+
+
+def p2p():
+    full_check("range:copy{ p2p:1048576:50us ; memcpy:dtod:4096:10us } ; sync")
+
+
+def sigkill():
+    """Records arrive while the program runs: a SIGKILL keeps what was launched before."""
+    out_dir = os.path.join(tp.fresh_dir("gpu_sigkill"), "out")
+    env = dict(os.environ, TORCHPROF_CUPTI_LIB=gf.fake_cupti(), TORCHPROF_GPU_FLUSH_MS="200")
+    env.pop("FAKE_CUPTI_FAIL", None)
+    script = "range:early{ kernel:_Z5earlyv:100us ; kernel:_Z5earlyv:100us } ; sync ; ready ; sleep:60s"
+    argv = [tp.bin_path("torchprof-run"), "-o", out_dir, "--", tp.bin_path("gpu_workload"), script]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    line = proc.stdout.readline().decode()
+    check(line.startswith("ready pid="), f"the workload did not get ready: {line!r}")
+    time.sleep(1.5)  # several periodic flushes
+    os.kill(int(line.split("=")[1]), signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    check_eq(proc.returncode, 128 + signal.SIGKILL, f"exit code of torchprof-run ({err.decode()[-2000:]})")
+    r = tp.Result(argv, subprocess.CompletedProcess(argv, proc.returncode, b"", err), out_dir, 0)
+    rows = {o.get("mangled_name", o["name"]): o for o in gf.ops_of_kind(r.summary, "kernel")}
+    check("_Z5earlyv" in rows and rows["_Z5earlyv"]["calls"] == 2, f"kernels before the kill: {rows}")
+
+
+def informative():
+    """Callbacks for launches, copies, syncs, allocations, graphs, events; not for the chatter."""
+    script = ("range:r{ api:cudaGetDevice ; api:cudaGetLastError ; api:cuCtxGetCurrent ; kernel:_Z1kv:10us ;"
+              " api:cudaEventRecord ; api:cudaGetDevice ; malloc:a:512 ; free:a } ; sync")
+    result = full_check(script)
+    rows = api_rows(result.summary)
+    for name in ("cudaLaunchKernel", "cudaEventRecord", "cudaMalloc", "cudaFree", "cudaDeviceSynchronize"):
+        check_eq(rows.get(name, {}).get("calls"), 1, f"calls of {name}")
+    for name in ("cudaGetDevice", "cudaGetLastError", "cuCtxGetCurrent"):
+        check(name not in rows, f"{name} recorded: {rows.get(name)}")
+
+
+def in_flight():
+    """The cudaFree(0) and cuInit that start CUDA are in flight when callbacks start:
+    their EXIT comes without an ENTER, and no call starting at time 0 is made up."""
+    result = full_check("nested")
+    rows = api_rows(result.summary)
+    for name in ("cudaFree", "cuInit"):
+        check(name not in rows, f"{name} recorded from an EXIT without ENTER: {rows.get(name)}")
+    wall_ns = result.elapsed_s * 1e9
+    for name, row in rows.items():
+        check(row["cpu_total_ns"] < wall_ns, f"{name}: {row['cpu_total_ns']} ns, longer than the run")
+
+
+def correlation_wrap():
+    blocks = [f"range:w{i}{{ kernel:_Z2k{i}v:{(i + 1) * 100}us }} ; sync ; cupti_flush" for i in range(5)]
+    full_check(f" ; skip_ids:{WRAP_SKIP} ; ".join(blocks))
+
+
+def newer_layouts():
+    result = run_workload("nested", {"FAKE_CUPTI_VERSION": "130200"})
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    lines = [line for line in result.stderr_text.splitlines() if "GPU tracing off" in line]
+    check(len(lines) == 1 and "newer layout" in lines[0] and "130200" in lines[0], f"notice lines: {lines}")
+    summary = result.summary
+    check_eq(gf.ops_of_kind(summary, "kernel", "memcpy", "memset"), [], "GPU rows")
+    check_eq(summary["processes"][0].get("gpu_tracing"), "off", "gpu_tracing")
+    check_eq(gf.nvtx_row(summary, "train")["calls"], 1, "NVTX ranges still recorded")
+
+
+def flush_bounded():
+    """A flush that takes 3 s (CUPTI waiting on the device) holds the program's
+    cudaProfilerStop and cudaDeviceReset a bounded time only."""
+    script = "range:stop_here{ kernel:_Z1av:10us ; profiler_stop } ; range:reset_here{ device_reset } ; sync"
+    result = run_workload(script, {"FAKE_CUPTI_FLUSH_DELAY_MS": "3000"})
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    for name in ("stop_here", "reset_here"):
+        ns = gf.nvtx_row(result.summary, name)["cpu_total_ns"]
+        check(ns < 1.5e9, f"range {name} lasted {ns / 1e9:.2f} s: the flush in its callback was not bounded")
+
+
+def never_started():
+    """A program linked against libcudart, on a machine without a driver: one line says
+    GPU tracing never started, stderr and summary.json alike."""
+    probe = tp.bin_path("torchprof_inject_cudart_probe")
+    if not os.path.isfile(probe):
+        print(f"skipped: {probe} is not built (the toolkit has no libcudart)")
+        return
+    if os.path.exists("/proc/driver/nvidia/version"):
+        print("skipped: this machine has an NVIDIA driver")
+        return
+    out_dir = os.path.join(tp.fresh_dir("never_started"), "out")
+    result = tp.run_tool(["-o", out_dir, "--", probe], timeout=60)
+    result.out_dir = out_dir
+    check_eq(result.rc, 3, f"the program's own exit code ({result.describe()})")
+    lines = [line for line in result.stderr_text.splitlines() if "GPU tracing" in line]
+    check(len(lines) == 1 and "never started" in lines[0] and "libcudart" in lines[0] and "no NVIDIA driver" in lines[0],
+          f"notice lines: {lines}")
+    summary = result.summary
+    check(any("never started" in n for n in summary["gpu_notices"]), f"gpu_notices: {summary['gpu_notices']}")
+    procs = tp.processes_with_events(summary)
+    check_eq(procs[0].get("gpu_tracing"), "not_started", "gpu_tracing")
+
+
+def gpu_check_dry():
+    """scripts/gpu-check.sh --dry: its CUPTI cases against the fake, every verdict PASS, one table."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu-check.sh")
+    out = tp.fresh_dir("gpu_check_dry")
+    build = os.path.dirname(os.path.normpath(os.environ["TP_BIN_DIR"]))
+    env = dict(os.environ, OUT=out, PYTHON="/usr/bin/python3")
+    env.pop("TORCHPROF_CUPTI_LIB", None)
+    proc = subprocess.run(["bash", script, "--dry", build], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=env, timeout=170)
+    text = proc.stdout.decode(errors="replace")
+    check_eq(proc.returncode, 0, f"exit code of gpu-check.sh --dry ({text[-3000:]})")
+    with open(os.path.join(out, "verdicts.txt")) as f:
+        verdicts = f.read().splitlines()
+    names = {line.split(":")[0].split(" ", 1)[1] for line in verdicts}
+    for name in ("cupti.profiler_stop.kernels", "cupti.no_sync_exit.accounted", "cupti.no_sync_exit.span",
+                 "cupti.sigkill.delivered", "cupti.second_client.notice", "cupti.second_client.exit_code"):
+        check(name in names, f"verdict {name} missing: {verdicts}")
+    failed = [line for line in verdicts if line.startswith("FAIL")]
+    check(not failed, f"FAIL verdicts: {failed}")
+    check("check" in text and "verdict" in text and "detail" in text, "no verdict table printed")
+
+
+SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_direct, incomplete, profiler_stop_queued,
+                                          loaded_cupti, unreadable, p2p, sigkill, informative, in_flight,
+                                          correlation_wrap, newer_layouts, flush_bounded, never_started,
+                                          gpu_check_dry)}
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main(SCENARIO_FUNCS))
