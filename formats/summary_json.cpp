@@ -9,6 +9,7 @@
 #include "collector/gpu_analysis.h"
 #include "collector/rank_steps.h"
 #include "formats/rank_table.h"
+#include "formats/wire/wire.h"
 
 namespace torchprof {
 
@@ -48,7 +49,15 @@ Json process_json(const Process& p) {
           {"steps", p.steps.size()},
           {"cycles", cycle_count(p)},
           {"threads", std::move(threads)},
-          {"warnings", p.warnings}};
+          {"warnings", p.warnings},
+          {"buffer_peak_bytes", p.buffer_peak_bytes},
+          {"buffer_cap_bytes", p.buffer_cap_bytes},
+          {"buffer_cap_reached", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kCap)},
+          {"buffer_cap_reached_ns", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kCap)
+                                        ? Json(p.buffer_refused_ns)
+                                        : Json(nullptr)},
+          {"buffer_out_of_memory", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kSystem)},
+          {"loss_note", p.loss_note.empty() ? Json(nullptr) : Json(p.loss_note)}};
 }
 
 Json steps_json(const Run& run) {
