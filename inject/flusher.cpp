@@ -202,7 +202,7 @@ void Flusher::drain_all(bool final) {
   }
   for (ThreadBuffer* tb : dead_) retire(tb);
   recycle_segments();
-  pool_.trim(SegmentPool::kKeep);
+  pool_.trim_for(now_ns());
   report_buffers();
 }
 

@@ -83,7 +83,10 @@ void SegmentPool::tend(ThreadBuffer* tb, uint64_t now_ns) {
   const uint64_t segment_slots = tb->segment_bytes / wire::kSlotSize;
   if (crossed > 0 || moved >= segment_slots / 2) {
     tb->busy_at_ns = now_ns;
-    const uint64_t want = 1 + crossed;
+    busy_at_ns_ = now_ns;
+    // Two for each it filled since the last look: the flusher may not look again for a
+    // while (on 2 cores it shares one with the program's other threads and the collector).
+    const uint64_t want = 1 + 2 * crossed;
     arm(tb, want < ThreadBuffer::kSpareSlots ? static_cast<uint32_t>(want) : ThreadBuffer::kSpareSlots);
   } else if (now_ns - tb->busy_at_ns >= kQuietNs) {
     disarm(tb, 1);

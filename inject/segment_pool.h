@@ -15,8 +15,11 @@ class SegmentPool {
  public:
   // A thread that writes little for this long keeps one spare only.
   static constexpr uint64_t kQuietNs = 200'000'000;
-  // Segments kept for reuse once every thread has what it needs (the rest is unmapped).
+  // Segments kept for reuse once every thread has what it needs (the rest is unmapped):
+  // while some thread fills segments, kBusyKeep (what is unmapped now would be mapped and
+  // faulted in again at once); once every thread has been quiet for kQuietNs, kKeep.
   static constexpr uint32_t kKeep = 4;
+  static constexpr uint32_t kBusyKeep = 64;
 
   SegmentPool() = default;
   SegmentPool(const SegmentPool&) = delete;
@@ -30,10 +33,12 @@ class SegmentPool {
   void put_list(Segment* list);
   // Unmaps all but `keep` of the kept segments.
   void trim(uint32_t keep);
+  // trim(kBusyKeep) or trim(kKeep), as the threads' last looks found them.
+  void trim_for(uint64_t now_ns) { trim(now_ns - busy_at_ns_ < kQuietNs ? kBusyKeep : kKeep); }
   uint32_t size() const { return count_; }
 
   // One look at a live thread at `now_ns`: a thread that moved to other segments since the
-  // last look (or wrote half a segment) gets a spare for the segment it fills next and one
+  // last look (or wrote half a segment) gets a spare for the segment it fills next and two
   // more for each it filled since, up to ThreadBuffer::kSpareSlots; one quiet for
   // kQuietNs gives back all but one. Every thread keeps one: the other half of its pair.
   void tend(ThreadBuffer* tb, uint64_t now_ns);
@@ -45,6 +50,7 @@ class SegmentPool {
 
   Segment* free_ = nullptr;  // linked through Segment::link
   uint32_t count_ = 0;
+  uint64_t busy_at_ns_ = 0;  // the last look that found a thread filling segments
 };
 
 }  // namespace torchprof::inject

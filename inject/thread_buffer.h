@@ -48,7 +48,7 @@ struct ThreadBuffer {
   std::atomic<uint64_t> dropped{0};     // records refused for want of room
   // Segments ready for the producer: the flusher fills empty slots, the producer empties
   // full ones (each side with one atomic store or exchange: no lock, no ABA).
-  static constexpr int kSpareSlots = 4;
+  static constexpr int kSpareSlots = 8;
   alignas(64) std::atomic<Segment*> spares[kSpareSlots] = {};
   std::atomic<uint64_t> segments_taken{0};  // the producer's moves to another segment
 

@@ -17,6 +17,7 @@
 # torchprof's pair, uftrace's call and the end-to-end runs, are measured in this many
 # rounds that alternate the tools, and each is given as the median with the range),
 # KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes),
+# SECTIONS (default 1,2,3,4,5,6: the sections to run; 3 reads captures that 1 makes),
 # PRESSURE_RUNS (default 3: runs in a row of each rate, and of the flood, in section 6),
 # BASELINE=DIR (the build directory of another torchprof, e.g. the commit before: its
 # torchprof-run is run in each round of section 1 too, between the floor and this one,
@@ -58,6 +59,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/torchprof_bench.XXXXXX")
 [[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"' EXIT
 
 # ---------- helpers ----------
+# want N: section N is to run (SECTIONS, e.g. "1,6"; default every one)
+want() { [[ ",${SECTIONS:-1,2,3,4,5,6}," == *",$1,"* ]]; }
 rows=$work/rows
 : >"$rows"
 # row SECTION NAME VALUE UNIT [NOTE]
@@ -109,6 +112,7 @@ size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture
 echo "torchprof bench: build $build, work $work" >&2
 
 # ---------- 1. hot path ----------
+if want 1; then
 echo "[1/6] hot path: NVTX push+pop pairs" >&2
 "$bb/nvtx_pairs" $((pairs * 5)) 1 >"$work/none"
 NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_clock"
@@ -200,8 +204,10 @@ if [[ $have_uftrace == 1 ]]; then
 else
   row hot uftrace_added 95 ns/call "uftrace not installed (apt-get install uftrace): REFERENCE.md's figure (15.5 B/event)"
 fi
+fi  # section 1
 
 # ---------- 2. end to end ----------
+if want 2; then
 echo "[2/6] end to end: $e2e_ranges ranges with busy work" >&2
 for ((i = 1; i <= rounds; ++i)); do
   timed "$work/e2e_none$i" "$bb/e2e_ranges" "$e2e_ranges"
@@ -221,8 +227,10 @@ row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu
 row e2e loop_wall "$t_loop" s "no tool $n_loop s: slowdown $(calc "($t_loop / $n_loop - 1) * 100")%"
 row e2e process_wall "$t_wall" s "no tool $n_wall s: $(calc "($t_wall / $n_wall - 1) * 100")% (start, collection, analysis, files)"
 row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summary events "$work/e2e1") of $((e2e_ranges + 1))"
+fi  # section 2
 
 # ---------- 3. capture size ----------
+if want 3; then
 echo "[3/6] capture size" >&2
 "$bb/analysis_bench" "$work/hot1big" "$work/an_hot" >"$work/size_nvtx"
 nvtx_ratio=$(size_ratio "$work/hot1raw" "$work/hot1big")
@@ -245,8 +253,10 @@ if [[ $have_gpu_workload == 1 ]]; then
 else
   row size gpu_capture - - "gpu_workload not built (tests off)"
 fi
+fi  # section 3
 
 # ---------- 4. analysis ----------
+if want 4; then
 echo "[4/6] analysis of $analysis_ranges ranges" >&2
 work_iters=40
 # A ring that holds the whole capture run: the figure is about analysis, not drops.
@@ -317,8 +327,10 @@ row analysis many_cycles "$(calc "$(val "$work/steps_prog" events) / $steps_cpu"
 rm -rf "$work/steps" "$work/steps_out"
 # The 10M-range capture and its traces take several GB: gone before the next section.
 [[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
+fi  # section 4
 
 # ---------- 5. collector ingest ----------
+if want 5; then
 echo "[5/6] collector ingest: two flooding processes" >&2
 tool -o "$work/flood" -- /bin/sh -c \
   "'$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_a' & '$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_b' & wait"
@@ -342,36 +354,57 @@ ingest_frames=$((400 / scale))
 cap=$(val "$work/ingest" records_per_collector_cpu_s)
 row ingest collector_capacity "$cap" records/cpu-s "collector event loop alone, delta frames; x$(calc "$cap * $loop_s / $produced") the rate 2 flooding processes produce"
 row ingest collector_capacity_raw "$(val "$work/ingest_raw" records_per_collector_cpu_s)" records/cpu-s "same with raw zstd frames ($(val "$work/ingest_raw" wire_bytes_per_record) B/record on the wire vs $(val "$work/ingest" wire_bytes_per_record))"
+fi  # section 5
 
 # ---------- 6. buffers under pressure ----------
+if want 6; then
 echo "[6/6] buffers: drops and peak memory at set rates, default settings" >&2
 pressure_runs=${PRESSURE_RUNS:-3}
 rate_n=$((2000000 / scale))
-# buffer_figures DIR: "DROPPED PEAK_MIB CAP_REACHED" of DIR/summary.json (every process)
+# buffer_figures DIR: "DROPPED PEAK_MIB CAP_REACHED" of DIR/summary.json (every process;
+# "-" for what an older torchprof does not say)
 buffer_figures() {
   /usr/bin/python3 -c 'import json,sys
 s = json.load(open(sys.argv[1] + "/summary.json")); ps = s["processes"]
-print(sum(p["dropped"] for p in ps), "%.1f" % (max(p.get("buffer_peak_bytes", 0) for p in ps) / 1048576),
-      "yes" if any(p.get("buffer_cap_reached") for p in ps) else "no")' "$1"
+has = all("buffer_peak_bytes" in p for p in ps)
+print(sum(p["dropped"] for p in ps), "%.1f" % (max(p["buffer_peak_bytes"] for p in ps) / 1048576) if has else "-",
+      ("yes" if any(p["buffer_cap_reached"] for p in ps) else "no") if has else "-")' "$1"
 }
-# pressure NAME RECORDS CMD...: runs CMD under torchprof-run PRESSURE_RUNS times in a row and
-# adds a row: the drop % of each run (of RECORDS records), peak buffer MiB, the cap, the load
+# pressure NAME RECORDS CMD...: runs CMD under torchprof-run PRESSURE_RUNS times in a row (and
+# under BASELINE's, alternating) and adds a row each: the drop % of each run (of RECORDS
+# records), the buffers' peak MiB, whether the cap was reached, the segments the program's
+# threads had to map themselves (no spare ready), the rate achieved, the load average
 pressure() {
-  local name=$1 records=$2 i d p c drops="" peaks="" caps="" rates="" loads=""
+  local name=$1 records=$2 i k d p c r run_tool_k
   shift 2
+  local -A drops=() peaks=() caps=() rates=() loads=() maps=()
+  local kinds=(this)
+  [[ -n ${BASELINE:-} ]] && kinds+=(baseline)
   for ((i = 1; i <= pressure_runs; ++i)); do
-    rm -rf "$work/pressure"
-    tool -o "$work/pressure" -- "$@" >"$work/pressure_out"
-    read -r d p c <<<"$(buffer_figures "$work/pressure")"
-    drops+="${drops:+ }$(calc "$d * 100 / $records")"
-    peaks+="${peaks:+ }$p"
-    caps+="${caps:+ }$c"
-    loads+="${loads:+ }$(cut -d' ' -f1 /proc/loadavg)"
-    local r
-    r=$(val "$work/pressure_out" ranges_per_s)
-    [[ -n $r ]] && rates+="${rates:+ }$(calc "$r / 1e6")M"
+    for k in "${kinds[@]}"; do
+      run_tool_k=$run_tool
+      [[ $k == baseline ]] && run_tool_k=$BASELINE/bin/torchprof-run
+      rm -rf "$work/pressure"
+      TORCHPROF_LOG_LEVEL=info "$run_tool_k" -q -o "$work/pressure" -- "$@" >"$work/pressure_out" \
+        2>"$work/pressure_err"
+      read -r d p c <<<"$(buffer_figures "$work/pressure")"
+      # the library's own account at exit: segments the program's threads mapped themselves
+      maps[$k]+="${maps[$k]:+ }$(sed -n 's/.*, \([0-9]*\) segments mapped by program threads.*/\1/p' \
+        "$work/pressure_err" | awk '{ n += $1 } END { print NR ? n : "-" }')"
+      drops[$k]+="${drops[$k]:+ }$(calc "$d * 100 / $records")"
+      peaks[$k]+="${peaks[$k]:+ }$p"
+      caps[$k]+="${caps[$k]:+ }$c"
+      loads[$k]+="${loads[$k]:+ }$(cut -d' ' -f1 /proc/loadavg)"
+      r=$(val "$work/pressure_out" ranges_per_s)
+      [[ -n $r ]] && rates[$k]+="${rates[$k]:+ }$(calc "$r / 1e6")M"
+    done
   done
-  row buffers "$name" "$drops" "% dropped" "peak buffers $peaks MiB; cap reached: $caps${rates:+; achieved $rates ranges/s}; load $loads"
+  for k in "${kinds[@]}"; do
+    local label=$name
+    [[ $k == baseline ]] && label+="_baseline"
+    row buffers "$label" "${drops[$k]}" "% dropped" \
+      "peak buffers ${peaks[$k]} MiB; cap reached: ${caps[$k]}; segments mapped by the program's threads: ${maps[$k]}${rates[$k]:+; achieved ${rates[$k]} ranges/s}; load ${loads[$k]}"
+  done
 }
 for rate in 1000000 2500000 5000000; do
   for threads in 1 2; do
@@ -381,6 +414,7 @@ done
 pressure "flood_${flood_pairs}_pairs" $((2 * (flood_pairs + 1))) "$bb/nvtx_pairs" "$flood_pairs" 1
 pressure "flood_${flood_pairs}_pairs_2t" $((2 * 2 * (flood_pairs / 2 + 1))) "$bb/nvtx_pairs" $((flood_pairs / 2)) 2
 row buffers note - - "$pressure_runs runs in a row each, default settings (TORCHPROF_BUFFER_LIMIT 256 MiB); rate rows: $rate_n ranges in all, the rate shared by the threads"
+fi  # section 6
 
 # ---------- table ----------
 load=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -162,11 +162,12 @@ def stalled_collector():
     procs = tp.processes_with_events(r.summary)
     check_eq(len(procs), 1, "processes with events")
     dropped = r.summary.get("dropped_events")
+    # The stop came 0.2 s after the loop began: a longer loop ran into it. (What the stall
+    # costs depends on how much the socket holds: the flusher's frames of one repeated mark
+    # are small, so it may only make the buffers grow, or time a frame out, counted lost.)
+    check(wall > 0.5e9, f"the flood loop took {wall / 1e9:.2f} s: the test did not stall it")
     peak = procs[0]["buffer_peak_bytes"]
-    base_peak = tp.processes_with_events(base.summary)[0]["buffer_peak_bytes"]
-    check(peak > base_peak + (4 << 20) or dropped > 0,
-          f"a 2 s stall of the collector changed nothing (peak {peak} bytes): the test did not stall it")
-    check(peak <= procs[0]["buffer_cap_bytes"], f"peak {peak} bytes past the cap")
+    check(0 < peak <= procs[0]["buffer_cap_bytes"], f"peak {peak} bytes, cap {procs[0]['buffer_cap_bytes']}")
     check_eq(procs[0]["events"] + dropped, emitted, "delivered + dropped == emitted")
     check_eq(procs[0].get("dropped"), dropped, "the process's dropped count")
     if dropped > 0:
