@@ -1,5 +1,7 @@
 #include "inject/segment_pool.h"
 
+#include <algorithm>
+
 #include "inject/buffer_budget.h"
 
 namespace torchprof::inject {
@@ -18,7 +20,7 @@ Segment* SegmentPool::take(uint64_t bytes, bool huge_pages) {
   // Faulted in here, on the flusher's thread: the thread that writes it takes no fault
   // (the header's page already was).
   constexpr uint64_t kPage = 4096;
-  if (s != nullptr && bytes > kPage) prefault(reinterpret_cast<char*>(s) + kPage, bytes - kPage);
+  if (s != nullptr && bytes <= kPrefaultBytes) prefault(reinterpret_cast<char*>(s) + kPage, bytes - kPage);
   return s;
 }
 
@@ -86,8 +88,10 @@ void SegmentPool::tend(ThreadBuffer* tb, uint64_t now_ns) {
     busy_at_ns_ = now_ns;
     // Two for each it filled since the last look: the flusher may not look again for a
     // while (on 2 cores it shares one with the program's other threads and the collector).
-    const uint64_t want = 1 + 2 * crossed;
-    arm(tb, want < ThreadBuffer::kSpareSlots ? static_cast<uint32_t>(want) : ThreadBuffer::kSpareSlots);
+    uint64_t extra = 2 * crossed;
+    extra = std::min(extra, kExtraSpareBytes / tb->segment_bytes);
+    extra = std::min<uint64_t>(extra, ThreadBuffer::kSpareSlots - 1);
+    arm(tb, static_cast<uint32_t>(1 + extra));
   } else if (now_ns - tb->busy_at_ns >= kQuietNs) {
     disarm(tb, 1);
     arm(tb, 1);

@@ -15,6 +15,12 @@ class SegmentPool {
  public:
   // A thread that writes little for this long keeps one spare only.
   static constexpr uint64_t kQuietNs = 200'000'000;
+  // Spares beyond the first hold at most this much per thread: a thread with large
+  // segments (TORCHPROF_BUFFER_KB of 16 MiB or more) gets none beyond its pair.
+  static constexpr uint64_t kExtraSpareBytes = uint64_t{4} << 20;
+  // Segments up to this size are faulted in when mapped here; larger ones (on 2 MiB pages,
+  // a fault per 2 MiB) are faulted in by the thread as it writes them, as its first is.
+  static constexpr uint64_t kPrefaultBytes = uint64_t{2} << 20;
   // Segments kept for reuse once every thread has what it needs (the rest is unmapped):
   // while some thread fills segments, kBusyKeep (what is unmapped now would be mapped and
   // faulted in again at once); once every thread has been quiet for kQuietNs, kKeep.
@@ -39,8 +45,9 @@ class SegmentPool {
 
   // One look at a live thread at `now_ns`: a thread that moved to other segments since the
   // last look (or wrote half a segment) gets a spare for the segment it fills next and two
-  // more for each it filled since, up to ThreadBuffer::kSpareSlots; one quiet for
-  // kQuietNs gives back all but one. Every thread keeps one: the other half of its pair.
+  // more for each it filled since, up to ThreadBuffer::kSpareSlots and kExtraSpareBytes;
+  // one quiet for kQuietNs gives back all but one. Every thread keeps one: the other half
+  // of its pair.
   void tend(ThreadBuffer* tb, uint64_t now_ns);
 
  private:

@@ -385,8 +385,7 @@ pressure() {
       run_tool_k=$run_tool
       [[ $k == baseline ]] && run_tool_k=$BASELINE/bin/torchprof-run
       rm -rf "$work/pressure"
-      TORCHPROF_LOG_LEVEL=info "$run_tool_k" -q -o "$work/pressure" -- "$@" >"$work/pressure_out" \
-        2>"$work/pressure_err"
+      "$run_tool_k" -q --log-level info -o "$work/pressure" -- "$@" >"$work/pressure_out" 2>"$work/pressure_err"
       read -r d p c <<<"$(buffer_figures "$work/pressure")"
       # the library's own account at exit: segments the program's threads mapped themselves
       maps[$k]+="${maps[$k]:+ }$(sed -n 's/.*, \([0-9]*\) segments mapped by program threads.*/\1/p' \

@@ -81,6 +81,7 @@ uint32_t armed(const ti::ThreadBuffer* tb) {
 int mark_until(ti::ThreadBuffer* tb, uint64_t segments, uint64_t* payload) {
   int n = 0;
   while (tb->segments_taken.load() < segments) {
+    REQUIRE(n < 100000);  // a thread that never moves on: no growth at all
     ti::record_mark(tb, 0, ti::ascii_name("m"), 0, (*payload)++);
     ++n;
   }
