@@ -6,7 +6,7 @@
 
 namespace torchprof::inject {
 
-Segment* SegmentPool::take(uint64_t bytes, bool huge_pages) {
+Segment* SegmentPool::take_kept(uint64_t bytes) {
   for (Segment** at = &free_; *at != nullptr; at = &(*at)->link) {
     Segment* s = *at;
     if (s->map_bytes != bytes) continue;
@@ -15,6 +15,11 @@ Segment* SegmentPool::take(uint64_t bytes, bool huge_pages) {
     --count_;
     return s;
   }
+  return nullptr;
+}
+
+Segment* SegmentPool::take(uint64_t bytes, bool huge_pages) {
+  if (Segment* s = take_kept(bytes)) return s;
   wire::BufferRefusal why;
   Segment* s = map_segment(bytes, huge_pages, &why);
   // Faulted in here, on the flusher's thread: the thread that writes it takes no fault
@@ -49,14 +54,15 @@ uint32_t SegmentPool::armed(const ThreadBuffer* tb) {
   return n;
 }
 
-void SegmentPool::arm(ThreadBuffer* tb, uint32_t want) {
+void SegmentPool::arm(ThreadBuffer* tb, uint32_t want, uint32_t mapped) {
   uint32_t have = armed(tb);
   for (std::atomic<Segment*>& spare : tb->spares) {
     if (have >= want) return;
     // Only this thread fills a slot; the producer only empties one: a slot seen empty
     // stays empty until filled here.
     if (spare.load(std::memory_order_relaxed) != nullptr) continue;
-    Segment* s = take(tb->segment_bytes, tb->huge_pages);
+    Segment* s = take_kept(tb->segment_bytes);
+    if (s == nullptr && have < mapped) s = take(tb->segment_bytes, tb->huge_pages);
     if (s == nullptr) return;  // at the cap: the program's thread will find out itself
     spare.store(s, std::memory_order_release);
     ++have;
@@ -88,15 +94,14 @@ void SegmentPool::tend(ThreadBuffer* tb, uint64_t now_ns) {
     busy_at_ns_ = now_ns;
     // Two for each it filled since the last look: the flusher may not look again for a
     // while (on 2 cores it shares one with the program's other threads and the collector).
-    uint64_t extra = 2 * crossed;
-    extra = std::min(extra, kExtraSpareBytes / tb->segment_bytes);
-    extra = std::min<uint64_t>(extra, ThreadBuffer::kSpareSlots - 1);
-    arm(tb, static_cast<uint32_t>(1 + extra));
+    const uint64_t extra = std::min<uint64_t>(2 * crossed, ThreadBuffer::kSpareSlots - 1);
+    const uint64_t mapped_extra = std::min(extra, kExtraSpareBytes / tb->segment_bytes);
+    arm(tb, static_cast<uint32_t>(1 + extra), static_cast<uint32_t>(1 + mapped_extra));
   } else if (now_ns - tb->busy_at_ns >= kQuietNs) {
     disarm(tb, 1);
-    arm(tb, 1);
+    arm(tb, 1, 1);
   } else {
-    arm(tb, 1);
+    arm(tb, 1, 1);
   }
 }
 

@@ -15,8 +15,9 @@ class SegmentPool {
  public:
   // A thread that writes little for this long keeps one spare only.
   static constexpr uint64_t kQuietNs = 200'000'000;
-  // Spares beyond the first hold at most this much per thread: a thread with large
-  // segments (TORCHPROF_BUFFER_KB of 16 MiB or more) gets none beyond its pair.
+  // Spares beyond the first newly mapped for a thread hold at most this much: a thread
+  // with large segments (TORCHPROF_BUFFER_KB of 16 MiB or more) gets more only from
+  // segments kept here, already held and faulted in.
   static constexpr uint64_t kExtraSpareBytes = uint64_t{4} << 20;
   // Segments up to this size are faulted in when mapped here; larger ones (on 2 MiB pages,
   // a fault per 2 MiB) are faulted in by the thread as it writes them, as its first is.
@@ -45,14 +46,18 @@ class SegmentPool {
 
   // One look at a live thread at `now_ns`: a thread that moved to other segments since the
   // last look (or wrote half a segment) gets a spare for the segment it fills next and two
-  // more for each it filled since, up to ThreadBuffer::kSpareSlots and kExtraSpareBytes;
+  // more for each it filled since, up to ThreadBuffer::kSpareSlots (new mappings beyond
+  // the first only up to kExtraSpareBytes);
   // one quiet for kQuietNs gives back all but one. Every thread keeps one: the other half
   // of its pair.
   void tend(ThreadBuffer* tb, uint64_t now_ns);
 
  private:
   static uint32_t armed(const ThreadBuffer* tb);
-  void arm(ThreadBuffer* tb, uint32_t want);
+  // Fills empty slots up to `want` spares, mapping new segments while fewer than `mapped`
+  // are armed (segments kept here first).
+  void arm(ThreadBuffer* tb, uint32_t want, uint32_t mapped);
+  Segment* take_kept(uint64_t bytes);
   void disarm(ThreadBuffer* tb, uint32_t keep);
 
   Segment* free_ = nullptr;  // linked through Segment::link

@@ -154,6 +154,12 @@ for ((i = 1; i <= rounds; ++i)); do
   TORCHPROF_BUFFER_KB=16384 tool --table-only -o "$work/hot_steady" -- "$bb/nvtx_pairs" "$steady_pairs" 1 \
     >"$work/tp_steady$i"
   echo "ranges $(table_calls "$work/hot_steady")" >>"$work/tp_steady$i"
+  if [[ -n ${BASELINE:-} ]]; then
+    rm -rf "$work/hot_steady_base"
+    TORCHPROF_BUFFER_KB=16384 TORCHPROF_LOG_LEVEL=error "$BASELINE/bin/torchprof-run" -q --table-only \
+      -o "$work/hot_steady_base" -- "$bb/nvtx_pairs" "$steady_pairs" 1 >"$work/tp_steady_base$i"
+    echo "ranges $(table_calls "$work/hot_steady_base")" >>"$work/tp_steady_base$i"
+  fi
   if [[ $have_uftrace == 1 ]]; then
     (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none$i")  # its gmon.out stays in $work
     rm -rf "$work/uftrace.data"
@@ -187,7 +193,11 @@ fi
 read -r fs fs_min fs_max <<<"$(med pair_ns floor_steady)"
 read -r tps tps_min tps_max <<<"$(med pair_ns tp_steady)"
 row hot floor_rdtsc_long "$fs" ns/pair "the rdtsc floor over $steady_pairs pairs, its 16 MiB array reused; median, $(spread "$fs_min" "$fs_max")"
-row hot torchprof_steady "$tps" ns/pair "$steady_pairs pairs, a 16 MiB ring drained as it goes: x$(calc "$tps / $fs") floor_rdtsc_long; median, $(spread "$tps_min" "$tps_max"); ranges recorded $(val "$work/tp_steady$rounds" ranges) of $((steady_pairs + 1))"
+row hot torchprof_steady "$tps" ns/pair "$steady_pairs pairs, a 16 MiB buffer drained as it goes: x$(calc "$tps / $fs") floor_rdtsc_long; median, $(spread "$tps_min" "$tps_max"); ranges recorded $(val "$work/tp_steady$rounds" ranges) of $((steady_pairs + 1))"
+if [[ -n ${BASELINE:-} ]]; then
+  read -r tso tso_min tso_max <<<"$(med pair_ns tp_steady_base)"
+  row hot baseline_steady "$tso" ns/pair "$BASELINE, the same rounds: x$(calc "$tso / $fs") floor_rdtsc_long; median, $(spread "$tso_min" "$tso_max"); this build x$(calc "$tps / $tso") of it; ranges recorded $(val "$work/tp_steady_base$rounds" ranges) of $((steady_pairs + 1))"
+fi
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"

@@ -221,6 +221,35 @@ TEST_CASE("the flusher's spares: a busy thread finds them ready and maps none; a
   CHECK(ti::buffer_budget().held() == held_before);
 }
 
+TEST_CASE("large segments: spares beyond the first come from what is kept, never newly mapped") {
+  Wake wake;
+  const uint64_t held_before = ti::buffer_budget().held();
+  // Two 8 MiB segments: 4 MiB of new spares is less than one.
+  ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16384, /*tid=*/1, /*is_main=*/true, &wake.sem,
+                                                  /*huge_pages=*/false);
+  REQUIRE(tb != nullptr);
+  REQUIRE(tb->segment_bytes == uint64_t{8} << 20);
+  ti::SegmentPool pool;
+  uint64_t now = 1'000'000'000;
+  REQUIRE(ti::move_to_spare(tb));
+  pool.tend(tb, now += 1'000'000);
+  CHECK(armed(tb) == 1);  // one new mapping, not three
+  tw::BufferRefusal why{};
+  ti::Segment* kept[2] = {ti::map_segment(tb->segment_bytes, /*huge_pages=*/false, &why),
+                          ti::map_segment(tb->segment_bytes, /*huge_pages=*/false, &why)};
+  REQUIRE(kept[0] != nullptr);
+  REQUIRE(kept[1] != nullptr);
+  kept[0]->link = kept[1];
+  pool.put_list(kept[0]);
+  REQUIRE(ti::move_to_spare(tb));
+  pool.tend(tb, now += 1'000'000);
+  CHECK(armed(tb) == 2);  // both kept ones, no new one
+  CHECK(pool.size() == 0);
+  read_all(tb);
+  ti::destroy_thread_buffer(tb);
+  CHECK(ti::buffer_budget().held() == held_before);
+}
+
 TEST_CASE("at the cap, the flusher hands the segment it has read back to the thread that is dropping") {
   ti::buffer_budget().forget_loss();
   Wake wake;
