@@ -1,5 +1,7 @@
 #include "collector/capture_scan.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -241,6 +243,59 @@ void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Proc
   if (!conn.bye && conn.closed && !conn.frames.empty()) {
     proc.warnings.push_back("image " + conn.exe + " ended without saying goodbye (killed?)");
   }
+}
+
+bool BufferReport::take(const wire::Record& r, const wire::Hello& hello) {
+  if (r.kind == static_cast<uint8_t>(wire::Kind::kBufferUsage)) {
+    peak_bytes = std::max(peak_bytes, r.a);
+    cap_bytes = r.b;
+    return true;
+  }
+  if (r.kind != static_cast<uint8_t>(wire::Kind::kBufferRefused)) return false;
+  if (refused_ns == 0) {
+    refused_ns = record_epoch_ns(hello, r.ts);
+    refused_after_ns = r.ts > hello.mono_ns ? r.ts - hello.mono_ns : 0;
+    refusal = r.domain;
+    held_bytes = r.b;
+    cap_bytes = r.a;
+  }
+  return true;
+}
+
+void BufferReport::apply(Process& proc) const {
+  proc.buffer_peak_bytes = std::max(proc.buffer_peak_bytes, peak_bytes);
+  if (cap_bytes != 0) proc.buffer_cap_bytes = cap_bytes;
+  if (refused_ns != 0 && proc.buffer_refused_ns == 0) {
+    proc.buffer_refused_ns = refused_ns;
+    proc.buffer_refused_after_ns = refused_after_ns;
+    proc.buffer_refusal = refusal;
+  }
+}
+
+void note_buffer_losses(Process& proc) {
+  if (proc.buffer_refused_ns == 0 || !proc.loss_note.empty()) return;
+  if (proc.dropped == 0 && proc.cupti_dropped == 0) return;  // refused, then nothing was lost after all
+  char when[64];
+  const double after = static_cast<double>(proc.buffer_refused_after_ns);
+  if (after < 1e9) {
+    std::snprintf(when, sizeof when, "%.1f ms", after / 1e6);
+  } else {
+    std::snprintf(when, sizeof when, "%.3f s", after / 1e9);
+  }
+  if (proc.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kSystem)) {
+    proc.loss_note = std::string("the system refused buffer memory at ") + when + " into the process";
+    proc.warnings.push_back(proc.loss_note + "; events were dropped for want of it");
+    return;
+  }
+  char cap[32];
+  if (proc.buffer_cap_bytes % (uint64_t{1} << 20) == 0) {
+    std::snprintf(cap, sizeof cap, "%llu MiB", static_cast<unsigned long long>(proc.buffer_cap_bytes >> 20));
+  } else {
+    std::snprintf(cap, sizeof cap, "%llu KiB", static_cast<unsigned long long>(proc.buffer_cap_bytes >> 10));
+  }
+  proc.loss_note = std::string("buffer cap of ") + cap + " reached at " + when + " into the process";
+  proc.warnings.push_back(proc.loss_note +
+                          "; events were dropped while the buffers were full (TORCHPROF_BUFFER_LIMIT raises the cap)");
 }
 
 }  // namespace torchprof

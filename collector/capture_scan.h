@@ -68,6 +68,26 @@ struct DecodeLosses {
   uint64_t unknown_strings = 0;
 };
 
+// What an image's flusher said of the process's buffers (kBufferUsage, kBufferRefused).
+struct BufferReport {
+  uint64_t peak_bytes = 0;
+  uint64_t cap_bytes = 0;
+  int64_t refused_ns = 0;         // Unix-epoch ns of the first refusal that lost records; 0: none
+  uint64_t refused_after_ns = 0;  // the same, from the image's first event (its Hello)
+  uint16_t refusal = 0;           // wire::BufferRefusal
+  uint64_t held_bytes = 0;        // what the buffers held then
+
+  // Takes `r` when it is one of the two kinds (true), of the image whose Hello is `hello`.
+  bool take(const wire::Record& r, const wire::Hello& hello);
+  // Into the process's buffer fields (several images: the highest peak, the first refusal).
+  void apply(Process& proc) const;
+};
+
+// Process::loss_note (and a warning saying it) from the buffer fields, once the process's
+// dropped counts are known: why its events (or CUPTI's records) were lost, when the
+// buffers are the reason.
+void note_buffer_losses(Process& proc);
+
 // The process's warnings about an image's losses, and about its missing goodbye.
 void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Process& proc);
 

@@ -435,6 +435,10 @@ class ConnDecoder {
       case wire::Kind::kDropped:
         thread.dropped = std::max(thread.dropped, r.a);
         break;
+      case wire::Kind::kBufferUsage:
+      case wire::Kind::kBufferRefused:
+        buffers_.take(r, conn_.hello);
+        break;
       default:
         break;  // kPad, kinds newer than this reader
     }
@@ -483,6 +487,7 @@ class ConnDecoder {
     }
     uint64_t bye_dropped = conn_.bye ? conn_.bye->dropped : 0;
     proc_.dropped += std::max(bye_dropped, thread_dropped);
+    buffers_.apply(proc_);
     if (gpu_.any()) {
       first_ts_ = std::min(first_ts_, gpu_.first_ns());
       last_ts_ = std::max(last_ts_, gpu_.last_ns());
@@ -523,6 +528,7 @@ class ConnDecoder {
   std::unordered_map<uint64_t, uint32_t> category_names_;
   std::unordered_map<uint64_t, std::vector<int32_t>> stacks_;
   RangePairing start_ends_;
+  BufferReport buffers_;
   std::unordered_map<uint32_t, ThreadState> threads_;
   uint16_t last_domain_ = 0;
   int64_t first_ts_ = std::numeric_limits<int64_t>::max();
@@ -573,6 +579,8 @@ void finish_run(Run& run) {
   int64_t last = 0;
   for (Process& proc : run.processes) {
     run.dropped_events += proc.dropped;
+    note_buffer_losses(proc);
+    if (!proc.loss_note.empty()) run.loss_notes.push_back("pid " + std::to_string(proc.pid) + ": " + proc.loss_note);
     proc.events = proc.events_list.size() + proc.gpu_events.size() + proc.memory_events.size();
     if (proc.events_list.empty() && proc.gpu_events.empty()) ++run.processes_without_events;
     run.cupti_dropped += proc.cupti_dropped;

@@ -74,6 +74,7 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
     merged.has_gpu = merged.has_gpu || run.has_gpu;
     merged.cupti_dropped += run.cupti_dropped;
     for (const std::string& n : run.gpu_notices) merged.gpu_notices.push_back(prefixed(label, n));
+    for (const std::string& n : run.loss_notes) merged.loss_notes.push_back(prefixed(label, n));
     own.clear();
     for (Process& p : run.processes) {
       p.input = static_cast<int>(i);

@@ -273,6 +273,15 @@ struct Process {
   uint64_t gpu_unreadable_buffers = 0;     // CUPTI buffers cut short by a record it could not read
   uint64_t gpu_unreadable_bytes = 0;       // the bytes of them left unread
   std::string gpu_tracing;                 // "on" | "off" | "not_started"; empty: CUDA never came up
+  // The injected library's buffers (its flusher's kBufferUsage / kBufferRefused records):
+  // the most bytes they held and their cap (0: not said, an older library), and when
+  // memory was first refused, losing events (0: never).
+  uint64_t buffer_peak_bytes = 0;
+  uint64_t buffer_cap_bytes = 0;
+  int64_t buffer_refused_ns = 0;           // Unix-epoch ns
+  uint64_t buffer_refused_after_ns = 0;    // the same, from the process's first event
+  uint16_t buffer_refusal = 0;             // wire::BufferRefusal: 1 the cap, 2 the system
+  std::string loss_note;                   // why events were lost, in words ("" unknown)
 
   // `e` is an element of events_list.
   CudaTime cuda_time(const Event& e) const {
@@ -341,6 +350,7 @@ struct Run {
   std::vector<OpStats> ops;     // aggregated over recorded steps of every process
   bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync, memory) was decoded
   uint64_t cupti_dropped = 0;   // sum over processes
+  std::vector<std::string> loss_notes;  // "pid N: <Process::loss_note>", one per process with one
   std::vector<std::string> gpu_notices;  // "pid N: <notice>", one per distinct notice
 };
 

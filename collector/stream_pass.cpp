@@ -88,6 +88,7 @@ void ConnPass::report(Process& proc, const ConnPass* scan) const {
   uint64_t thread_dropped = 0;
   for (const auto& [tid, thread] : threads_) thread_dropped += thread.dropped;
   proc.dropped += std::max<uint64_t>(conn_.bye ? conn_.bye->dropped : 0, thread_dropped);
+  buffers_.apply(proc);
   uint64_t unknown = 0;
   for (const NameState& n : names_) unknown += n.used_undefined && !n.defined ? 1 : 0;
   proc.warnings.insert(proc.warnings.end(), gpu_scratch_.warnings.begin(), gpu_scratch_.warnings.end());
@@ -228,6 +229,10 @@ const Stats& ConnPass::side_stats(int32_t index) const {
       break;
     case wire::Kind::kDropped:
       thread.dropped = std::max(thread.dropped, r.a);
+      break;
+    case wire::Kind::kBufferUsage:
+    case wire::Kind::kBufferRefused:
+      buffers_.take(r, conn_.hello);
       break;
     case wire::Kind::kStart:
       range_start(r, tid, thread);

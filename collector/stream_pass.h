@@ -471,6 +471,7 @@ class ConnPass {
   std::vector<Step> scanned_steps_;  // reading ahead
   std::vector<StartEnd> start_ends_;                // first pass
   RangePairing pairing_;                            // first pass
+  BufferReport buffers_;                            // what the flusher said of its buffers
   std::unique_ptr<StepLocator> locator_;
   std::vector<NameState> names_;
   std::vector<Stats> side_stats_;

@@ -293,9 +293,11 @@ std::optional<StreamedTable> stream_table(const std::string& capture_path, const
     return refuse(r.why);
   }
   apply_launcher_view(run, scanned);
-  for (const Process& proc : run.processes) {
+  for (Process& proc : run.processes) {
     run.dropped_events += proc.dropped;
     run.cupti_dropped += proc.cupti_dropped;
+    note_buffer_losses(proc);
+    if (!proc.loss_note.empty()) run.loss_notes.push_back("pid " + std::to_string(proc.pid) + ": " + proc.loss_note);
     for (const std::string& n : proc.gpu_notices) run.gpu_notices.push_back("pid " + std::to_string(proc.pid) + ": " + n);
   }
   run.ops = rows.take();

@@ -11,6 +11,7 @@
 #include "collector/rank_steps.h"
 #include "formats/overview_json.h"
 #include "formats/rank_table.h"
+#include "formats/wire/wire.h"
 
 namespace torchprof {
 
@@ -53,7 +54,15 @@ Json process_json(const Process& p) {
           {"warnings", p.warnings},
           {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
           {"gpu_incomplete_records", p.gpu_incomplete},
-          {"gpu_unreadable_bytes", p.gpu_unreadable_bytes}};
+          {"gpu_unreadable_bytes", p.gpu_unreadable_bytes},
+          {"buffer_peak_bytes", p.buffer_peak_bytes},
+          {"buffer_cap_bytes", p.buffer_cap_bytes},
+          {"buffer_cap_reached", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kCap)},
+          {"buffer_cap_reached_ns", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kCap)
+                                        ? Json(p.buffer_refused_ns)
+                                        : Json(nullptr)},
+          {"buffer_out_of_memory", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kSystem)},
+          {"loss_note", p.loss_note.empty() ? Json(nullptr) : Json(p.loss_note)}};
 }
 
 Json steps_json(const Run& run) {

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "formats/wire/env.h"
+#include "inject/buffer_budget.h"
 
 extern char** environ;
 
@@ -23,6 +26,39 @@ uint32_t read_u32(const char* name, uint32_t fallback, uint32_t lo, uint32_t hi)
   unsigned long long x = strtoull(v, &end, 10);
   if (end == v || *end != '\0' || x < lo || x > hi) return fallback;
   return static_cast<uint32_t>(x);
+}
+
+}  // namespace
+
+uint64_t parse_buffer_size(const char* v) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = strtoull(v, &end, 10);
+  if (end == v || errno != 0 || *v == '-') return 0;
+  int shift = 20;
+  if (*end == 'K' || *end == 'k') shift = 10;
+  if (*end == 'G' || *end == 'g') shift = 30;
+  if (*end != '\0' && strchr("KkMmGg", *end) != nullptr) {
+    ++end;
+    if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+  }
+  if (*end != '\0' || x > (uint64_t{1} << 40) >> shift) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(x) << shift;
+  return bytes >= (uint64_t{64} << 10) && bytes <= (uint64_t{1} << 40) ? bytes : 0;
+}
+
+namespace {
+
+void read_buffer_limit(Config& c) {
+  const char* v = getenv(env::kBufferLimit);
+  if (v == nullptr || *v == '\0') return;
+  const uint64_t bytes = parse_buffer_size(v);
+  if (bytes != 0) {
+    c.buffer_limit = bytes;
+  } else {
+    notice(LogLevel::kWarn, "%s=%s is not a size from 64K to 1024G; the buffers' cap stays %llu MiB", env::kBufferLimit,
+           v, static_cast<unsigned long long>(c.buffer_limit >> 20));
+  }
 }
 
 LogLevel parse_level(const char* v) {
@@ -85,6 +121,10 @@ void load_config() {
   const char* lib = getenv(env::kLib);
   c.lib_path = (lib != nullptr && *lib != '\0') ? strdup(lib) : nullptr;
   c.buffer_kb = read_u32(env::kBufferKb, 1024, 16, 1u << 20);
+  // A thread asked to have more than half the default cap: room for it twice over.
+  c.buffer_limit = std::max(kDefaultBufferLimit, uint64_t{c.buffer_kb} << 11);
+  read_buffer_limit(c);
+  buffer_budget().set_cap(c.buffer_limit);
   const char* huge = getenv(env::kHugePages);
   c.huge_pages = huge == nullptr || strcmp(huge, "0") != 0;
   c.flush_ms = read_u32(env::kFlushMs, 20, 1, 60000);

@@ -14,12 +14,19 @@ struct KeptEnv {
   const char* entry = nullptr;  // "LD_PRELOAD=/path/lib.so"
 };
 
+// 256 MiB: 8M records (4M NVTX ranges), the whole of a 2M-pair flood twice over, or some
+// 2 s of a program making 2M ranges/s while the flusher gets no CPU at all; it is held
+// only while the flusher is behind and given back once it has caught up. Without
+// TORCHPROF_BUFFER_LIMIT, twice TORCHPROF_BUFFER_KB when that is more.
+constexpr uint64_t kDefaultBufferLimit = uint64_t{256} << 20;
+
 struct Config {
   bool active = false;              // TORCHPROF_SOCKET set
   const char* socket_path = nullptr;
   const char* lib_path = nullptr;   // TORCHPROF_LIB
   LogLevel log_level = LogLevel::kWarn;
   uint32_t buffer_kb = 1024;
+  uint64_t buffer_limit = kDefaultBufferLimit;  // TORCHPROF_BUFFER_LIMIT, bytes
   bool huge_pages = true;           // TORCHPROF_HUGE_PAGES is not "0"
   uint32_t flush_ms = 20;
   uint32_t gpu_flush_ms = 500;      // TORCHPROF_GPU_FLUSH_MS, 0 = no periodic CUPTI flush
@@ -34,6 +41,10 @@ struct Config {
   KeptEnv kept[kMaxKept];
   int kept_count = 0;
 };
+
+// TORCHPROF_BUFFER_LIMIT's value in bytes: digits, then K, M or G (KiB, MiB, GiB; "iB" or
+// "B" may follow), none meaning MiB. 0 when it is not one, or outside [64 KiB, 1 TiB].
+uint64_t parse_buffer_size(const char* v);
 
 // Read-only after load_config() ran (from the library constructor).
 const Config& config();

@@ -9,8 +9,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "formats/wire/wire.h"
+#include "inject/buffer_budget.h"
 #include "inject/clock.h"
 #include "inject/cupti_api.h"
 #include "inject/cupti_share.h"
@@ -23,31 +25,40 @@ namespace {
 using wire::Kind;
 using wire::Record;
 
-// 4 MiB holds some 20k kernel records: with CUPTI's periodic flushes a buffer
-// rarely fills, and few are in flight. Beyond kMaxBuffers (128 MiB) we hand
-// CUPTI nothing; it then drops records and counts them, which we report.
+// 4 MiB holds some 20k kernel records: with CUPTI's periodic flushes a buffer rarely
+// fills, and few are in flight. Under pressure CUPTI asks for more and gets them while the
+// process's buffers stay within TORCHPROF_BUFFER_LIMIT (buffer_budget.h, shared with the
+// threads' segments); past it we hand CUPTI nothing, and it drops records and counts
+// them, which we report. Buffers read beyond kKeepSpare are unmapped: memory goes back.
 constexpr size_t kBufferBytes = 4u << 20;
-constexpr int kMaxBuffers = 32;
+constexpr int kKeepSpare = 2;
+// Our bookkeeping, in the mapping just before the bytes CUPTI gets (8-byte aligned).
+constexpr size_t kHeaderBytes = 64;
 // Room one converted record may need: head, 2 extra slots, a name definition.
 constexpr uint64_t kWorstUnitSlots = 3 + 1 + wire::slots_for_bytes(wire::kMaxStringBytes);
 
-struct Completed {
-  uint8_t* data;
-  size_t valid;
-  uint64_t reference;  // g_correlation_reference when CUPTI handed the buffer back
+struct BufferHeader {
+  BufferHeader* next;       // in the spare list or the completed queue
+  size_t valid;             // bytes CUPTI filled (completed queue)
+  uint64_t reference;       // g_correlation_reference when CUPTI handed the buffer back
+  BufferHeader* held_prev;  // in the list of buffers CUPTI holds now
+  BufferHeader* held_next;
 };
+static_assert(sizeof(BufferHeader) <= kHeaderBytes);
 
-// The pool and the completed queue, under one mutex held for a few stores.
+uint8_t* data_of(BufferHeader* h) { return reinterpret_cast<uint8_t*>(h) + kHeaderBytes; }
+BufferHeader* header_of(uint8_t* data) { return reinterpret_cast<BufferHeader*>(data - kHeaderBytes); }
+
+// The spares, the completed queue (oldest first) and the buffers CUPTI holds, under one
+// mutex held for a few stores.
 struct BufferPool {
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  uint8_t* spare[kMaxBuffers] = {};
+  BufferHeader* spare = nullptr;
   int spare_count = 0;
-  int allocated = 0;
-  Completed queue[kMaxBuffers] = {};  // a buffer is queued at most once: never overflows
-  uint32_t queue_head = 0;            // next to pop
-  uint32_t queue_size = 0;
-  uint8_t* handed[kMaxBuffers] = {};  // buffers CUPTI holds now
-  int handed_count = 0;
+  BufferHeader* queue_head = nullptr;
+  BufferHeader* queue_tail = nullptr;
+  BufferHeader* held = nullptr;  // handed to CUPTI, not yet back
+  int held_count = 0;
 };
 
 BufferPool g_pool;
@@ -81,23 +92,60 @@ class PoolLock {
   ~PoolLock() { pthread_mutex_unlock(&g_pool.mu); }
 };
 
-void give_back(uint8_t* data) {
-  PoolLock lock;
-  g_pool.spare[g_pool.spare_count++] = data;
+// A new buffer within the cap (nullptr past it, or when the system has no memory).
+BufferHeader* map_cupti_buffer(bool note_refusal) {
+  if (!buffer_budget().take(kBufferBytes)) {
+    if (note_refusal) buffer_budget().note_loss(wire::BufferRefusal::kCap, now_ns());
+    return nullptr;
+  }
+  void* mem = map_buffer_memory(kBufferBytes, /*huge=*/false);
+  if (mem == nullptr) {
+    buffer_budget().give(kBufferBytes);
+    if (note_refusal) buffer_budget().note_loss(wire::BufferRefusal::kSystem, now_ns());
+    return nullptr;
+  }
+  return new (mem) BufferHeader{};
 }
 
-void note_handed(uint8_t* data) {
+void unmap_cupti_buffer(BufferHeader* h) {
+  unmap_buffer_memory(h, kBufferBytes);
+  buffer_budget().give(kBufferBytes);
+}
+
+void give_back(uint8_t* data) {
+  BufferHeader* h = header_of(data);
+  {
+    PoolLock lock;
+    if (g_pool.spare_count < kKeepSpare) {
+      h->next = g_pool.spare;
+      g_pool.spare = h;
+      ++g_pool.spare_count;
+      return;
+    }
+  }
+  unmap_cupti_buffer(h);
+}
+
+void note_held(BufferHeader* h) {
   PoolLock lock;
-  g_pool.handed[g_pool.handed_count++] = data;
+  h->held_prev = nullptr;
+  h->held_next = g_pool.held;
+  if (g_pool.held != nullptr) g_pool.held->held_prev = h;
+  g_pool.held = h;
+  ++g_pool.held_count;
 }
 
 // False for a buffer CUPTI got from another client's bufferRequested before ours
-// were registered: it is not ours to reuse.
-bool take_handed(uint8_t* data) {
+// were registered: it is not ours to reuse (and no header of ours precedes it). The
+// list is searched by address, never by reading memory before `data`.
+bool take_held(uint8_t* data) {
   PoolLock lock;
-  for (int i = 0; i < g_pool.handed_count; ++i) {
-    if (g_pool.handed[i] != data) continue;
-    g_pool.handed[i] = g_pool.handed[--g_pool.handed_count];
+  for (BufferHeader* h = g_pool.held; h != nullptr; h = h->held_next) {
+    if (data_of(h) != data) continue;
+    if (h->held_prev != nullptr) h->held_prev->held_next = h->held_next;
+    else g_pool.held = h->held_next;
+    if (h->held_next != nullptr) h->held_next->held_prev = h->held_prev;
+    --g_pool.held_count;
     return true;
   }
   return false;
@@ -105,11 +153,11 @@ bool take_handed(uint8_t* data) {
 
 bool pop_completed(Cursor* out) {
   PoolLock lock;
-  if (g_pool.queue_size == 0) return false;
-  const Completed& c = g_pool.queue[g_pool.queue_head];
-  *out = Cursor{c.data, c.valid, nullptr, c.reference};
-  g_pool.queue_head = (g_pool.queue_head + 1) % kMaxBuffers;
-  --g_pool.queue_size;
+  BufferHeader* h = g_pool.queue_head;
+  if (h == nullptr) return false;
+  *out = Cursor{data_of(h), h->valid, nullptr, h->reference};
+  g_pool.queue_head = h->next;
+  if (g_pool.queue_head == nullptr) g_pool.queue_tail = nullptr;
   return true;
 }
 
@@ -297,26 +345,21 @@ void CUPTIAPI cupti_buffer_requested(uint8_t** buffer, size_t* size, size_t* max
   *buffer = nullptr;
   *size = 0;
   *max_records = 0;  // as many as fit
-  uint8_t* data = nullptr;
+  BufferHeader* h = nullptr;
   {
     PoolLock lock;
-    if (g_pool.spare_count > 0) {
-      data = g_pool.spare[--g_pool.spare_count];
-    } else if (g_pool.allocated < kMaxBuffers) {
-      ++g_pool.allocated;  // reserved now, allocated outside the lock
-    } else {
-      return;
+    h = g_pool.spare;
+    if (h != nullptr) {
+      g_pool.spare = h->next;
+      --g_pool.spare_count;
     }
   }
-  if (data == nullptr) data = static_cast<uint8_t*>(aligned_alloc(64, kBufferBytes));
-  if (data == nullptr) {
-    PoolLock lock;
-    --g_pool.allocated;
-    return;
-  }
-  note_handed(data);
-  *buffer = data;
-  *size = kBufferBytes;
+  // None ready (the flusher keeps one): mapped here, outside the lock.
+  if (h == nullptr) h = map_cupti_buffer(/*note_refusal=*/true);
+  if (h == nullptr) return;
+  note_held(h);
+  *buffer = data_of(h);
+  *size = kBufferBytes - kHeaderBytes;
 }
 
 void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
@@ -329,7 +372,7 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
     g_dropped_total.fetch_add(dropped, std::memory_order_relaxed);
   }
   if (buffer == nullptr) return;
-  if (!take_handed(buffer)) {  // not ours to reuse
+  if (!take_held(buffer)) {  // not ours to reuse
     return_to_second_client(buffer, size, valid_size);
     return;
   }
@@ -340,14 +383,37 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
   // A second CUPTI client gets its copies now, before the buffer can be reused:
   // its flush returns only after this callback (cupti_share.cpp).
   share_with_second_client(buffer, valid_size);
-  const uint64_t reference = g_correlation_reference.load(std::memory_order_relaxed);
+  BufferHeader* h = header_of(buffer);
+  h->next = nullptr;
+  h->valid = valid_size;
+  h->reference = g_correlation_reference.load(std::memory_order_relaxed);
   {
     PoolLock lock;
-    g_pool.queue[(g_pool.queue_head + g_pool.queue_size) % kMaxBuffers] = Completed{buffer, valid_size, reference};
-    ++g_pool.queue_size;
+    if (g_pool.queue_tail != nullptr) {
+      g_pool.queue_tail->next = h;
+    } else {
+      g_pool.queue_head = h;
+    }
+    g_pool.queue_tail = h;
   }
   g_completed.fetch_add(1, std::memory_order_release);
   if (ProcessState* ps = process_state()) sem_post(&ps->wake);
+}
+
+void gpu_buffers_make_ready() {
+  if (!gpu_activity_enabled()) return;
+  {
+    PoolLock lock;
+    if (g_pool.spare_count > 0) return;
+  }
+  BufferHeader* h = map_cupti_buffer(/*note_refusal=*/false);
+  if (h == nullptr) return;
+  // Faulted in here, not on the thread CUPTI writes it from (the header's page already was).
+  prefault(reinterpret_cast<uint8_t*>(h) + 4096, kBufferBytes - 4096);
+  PoolLock lock;
+  h->next = g_pool.spare;
+  g_pool.spare = h;
+  ++g_pool.spare_count;
 }
 
 void set_gpu_clock_offset(int64_t offset_ns) { g_clock_offset.store(offset_ns, std::memory_order_relaxed); }
@@ -363,7 +429,7 @@ void gpu_activity_enable(uint32_t cupti_version) {
 
 int gpu_buffers_outstanding() {
   PoolLock lock;
-  return g_pool.handed_count;
+  return g_pool.held_count;
 }
 
 bool gpu_activity_wait_converted(uint64_t deadline_ns) {
@@ -388,7 +454,7 @@ ConvertStatus convert_gpu_activity(ThreadBuffer* tb) {
   const CuptiApi* api = cupti();
   if (api == nullptr || !gpu_activity_enabled()) return ConvertStatus::kDone;
   for (;;) {
-    if (!tb->ring.has_room(kWorstUnitSlots)) return ConvertStatus::kNeedRoom;
+    if (!tb->stream.has_room(kWorstUnitSlots)) return ConvertStatus::kNeedRoom;
     if (write_counts(tb)) continue;
     if (g_cursor.data == nullptr && !pop_completed(&g_cursor)) return ConvertStatus::kDone;
     CUpti_Activity* record = g_cursor.last;
@@ -408,6 +474,12 @@ void gpu_activity_forget_after_fork() {
   g_forked.store(true, std::memory_order_relaxed);
   g_cursor = Cursor{};
   pthread_mutex_init(&g_pool.mu, nullptr);
+  // The parent's buffers are left as they are (never unmapped here: not counted here).
+  g_pool.spare = nullptr;
+  g_pool.spare_count = 0;
+  g_pool.queue_head = g_pool.queue_tail = nullptr;
+  g_pool.held = nullptr;
+  g_pool.held_count = 0;
 }
 
 }  // namespace torchprof::inject

@@ -67,6 +67,9 @@ enum class ConvertStatus {
 // Flusher side: converts queued buffers into records in `tb`.
 ConvertStatus convert_gpu_activity(ThreadBuffer* tb);
 
+// Flusher side: keeps a buffer ready (faulted in) for CUPTI's next request, within the cap.
+void gpu_buffers_make_ready();
+
 // Forked child: the parent's queued buffers and CUPTI state are abandoned untouched.
 void gpu_activity_forget_after_fork();
 

@@ -13,14 +13,17 @@
 #include <ctime>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "formats/wire/frame_codec.h"
+#include "inject/buffer_budget.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
 #include "inject/cupti_activity.h"
 #include "inject/cupti_tracer.h"
+#include "inject/segment_pool.h"
 #include "inject/tsc_clock.h"
 
 namespace torchprof::inject {
@@ -32,6 +35,8 @@ using wire::Record;
 // Raw bytes per frame at most (1 MiB): well under wire::kMaxMessageBody even
 // when zstd cannot compress.
 constexpr uint32_t kFrameSlots = 32768;
+// Slots a frame keeps free for the kDropped record that may end it.
+constexpr uint32_t kReportSlots = 1;
 // Every this many flush intervals the flusher checks whether it is the last thread.
 constexpr uint32_t kLastThreadCheckEvery = 5;
 
@@ -71,14 +76,19 @@ class Flusher {
 
  private:
   void drain_all(bool final);
-  // Converts CUPTI's queued activity buffers into the GPU stream, draining it
-  // whenever its ring fills, so that no GPU record is refused for room.
+  // Converts CUPTI's queued activity buffers into the GPU stream, moving it to a spare
+  // segment (draining it first when none is ready) whenever one fills, so that no GPU
+  // record is refused for room.
   void pump_gpu();
   void drain_thread(ThreadBuffer* tb, bool final);
-  // Copies whole records from the ring into raw_ (stopping before kFrameSlots-1
-  // slots); returns the heads copied.
-  uint64_t take_records(ThreadBuffer* tb, uint64_t& pos, uint64_t head, uint32_t& slots);
-  void send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
+  // Copies whole records from the stream, up to `head`, into raw_ (leaving kReportSlots
+  // free); returns the heads copied.
+  uint64_t take_records(ThreadBuffer* tb, uint64_t head, uint32_t& slots);
+  // Keeps the segments read to their end, and makes spares ready for busy threads.
+  void recycle_segments();
+  // kBufferUsage (and kBufferRefused) when what they say changed, in a frame of its own.
+  void report_buffers();
+  bool send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
   void send_bye(int32_t kind, int32_t status);
   void retire(ThreadBuffer* tb);
   [[noreturn]] void end_orphaned_process();
@@ -93,7 +103,12 @@ class Flusher {
   std::vector<char> packed_;
   std::vector<ThreadBuffer*> snapshot_;
   std::vector<ThreadBuffer*> dead_;
+  std::vector<std::pair<uint64_t, ThreadBuffer*>> backlogs_;
   ThreadBuffer* gpu_ = nullptr;  // the GPU stream; this thread is its only producer
+  SegmentPool pool_;
+  Segment* finished_ = nullptr;  // segments read to their end, not yet in pool_
+  uint64_t reported_peak_ = 0;
+  uint64_t reported_loss_ts_ = 0;
   uint64_t retired_emitted_ = 0;  // totals of threads already freed
   uint64_t retired_dropped_ = 0;
   uint64_t retired_lost_ = 0;     // of those, records in frames that could not be sent
@@ -111,6 +126,7 @@ void Flusher::run() {
   packed_.resize(ZSTD_compressBound(wire::codec::max_encoded_size(kFrameSlots)));
   snapshot_.reserve(64);
   dead_.reserve(64);
+  backlogs_.reserve(64);
   const char* no_tsc = config().tsc_clock ? tsc_clock_unavailable() : "TORCHPROF_CLOCK=monotonic";
   if (no_tsc != nullptr) notice(LogLevel::kInfo, "clock: CLOCK_MONOTONIC on every read (%s)", no_tsc);
   if (no_tsc == nullptr) tsc_clock_tick();  // the first pair of the calibration
@@ -166,9 +182,17 @@ void Flusher::drain_all(bool final) {
   pthread_mutex_unlock(&ps_->threads_mu);
   bool pending = false;
   for (ThreadBuffer* tb : snapshot_) {
-    pending = pending || tb->ring.consumer_head() != tb->ring.consumer_tail();
+    pending = pending || tb->stream.consumer_head() != tb->stream.consumer_tail();
   }
   if (pending) conn_.ensure(config(), now_ns());
+  // The largest backlog first: it holds the most memory, and it is the one that grows.
+  // Backlogs read once each: the producers move on while this sorts.
+  backlogs_.clear();
+  for (ThreadBuffer* tb : snapshot_) {
+    backlogs_.emplace_back(tb->stream.consumer_head() - tb->stream.consumer_tail(), tb);
+  }
+  std::stable_sort(backlogs_.begin(), backlogs_.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < backlogs_.size(); ++i) snapshot_[i] = backlogs_[i].second;
   dead_.clear();
   for (ThreadBuffer* tb : snapshot_) {
     // Read `dead` before draining: a thread seen dead has committed its last record.
@@ -177,12 +201,15 @@ void Flusher::drain_all(bool final) {
     if (dead) dead_.push_back(tb);
   }
   for (ThreadBuffer* tb : dead_) retire(tb);
+  recycle_segments();
+  pool_.trim_for(now_ns());
+  report_buffers();
 }
 
 void Flusher::pump_gpu() {
   if (!gpu_activity_enabled()) return;
   if (gpu_ == nullptr) {
-    // A larger ring than a program thread's: CUPTI hands over megabytes at once.
+    // A larger buffer than a program thread's: CUPTI hands over megabytes at once.
     gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake,
                                 config().huge_pages);
     if (gpu_ == nullptr) return;
@@ -190,46 +217,63 @@ void Flusher::pump_gpu() {
     ps_->threads.push_back(gpu_);
     pthread_mutex_unlock(&ps_->threads_mu);
   }
+  gpu_buffers_make_ready();
   while (convert_gpu_activity(gpu_) == ConvertStatus::kNeedRoom) {
+    if (move_to_spare(gpu_)) continue;
+    // No spare (the cap, other threads took what was read): sent, the segment being
+    // written starts over. The GPU stream never waits for memory.
     conn_.ensure(config(), now_ns());
     drain_thread(gpu_, /*final=*/false);
+    recycle_segments();
+    if (!gpu_->stream.rewind()) break;  // not reached: drain_thread read it all
   }
 }
 
-uint64_t Flusher::take_records(ThreadBuffer* tb, uint64_t& pos, uint64_t head, uint32_t& slots) {
+uint64_t Flusher::take_records(ThreadBuffer* tb, uint64_t head, uint32_t& slots) {
   uint64_t heads = 0;
   slots = 0;
-  while (pos < head) {
-    const Record& r = tb->ring.at(pos);
-    uint32_t len = 1u + r.extra;
-    if (slots + len > kFrameSlots - 1) break;
-    for (uint32_t i = 0; i < len; ++i) raw_[slots + i] = tb->ring.at(pos + i);
-    slots += len;
-    pos += len;
-    ++heads;
+  for (;;) {
+    uint64_t n = 0;
+    const Record* p = tb->stream.peek(head, &n, &finished_);
+    if (n == 0) return heads;
+    uint64_t i = 0;
+    while (i < n) {
+      const uint32_t len = 1u + p[i].extra;
+      if (slots + len > kFrameSlots - kReportSlots) break;
+      // A unit never crosses a segment's end; a record that would is not one.
+      const uint32_t take = i + len <= n ? len : static_cast<uint32_t>(n - i);
+      memcpy(&raw_[slots], &p[i], take * sizeof(Record));
+      slots += take;
+      i += take;
+      ++heads;
+    }
+    tb->stream.consume(i);
+    if (i < n) return heads;  // the frame is full
   }
-  return heads;
+}
+
+void Flusher::recycle_segments() {
+  pool_.put_list(finished_);
+  finished_ = nullptr;
+  const uint64_t now = now_ns();
+  for (ThreadBuffer* tb : snapshot_) {
+    if (!tb->dead.load(std::memory_order_relaxed)) pool_.tend(tb, now);
+  }
 }
 
 // Every batch ends with a kDropped record carrying the thread's running totals,
 // so a decoder can check recorded + dropped == emitted per thread.
 void Flusher::drain_thread(ThreadBuffer* tb, bool final) {
-  if (tb->conn_epoch != conn_.epoch()) {
-    tb->conn_epoch = conn_.epoch();
-    tb->seq = 0;
-  }
-  uint64_t head = tb->ring.consumer_head();
+  uint64_t head = tb->stream.consumer_head();
   uint64_t producer_dropped = tb->dropped.load(std::memory_order_relaxed);
   tb->seen_dropped = producer_dropped;
-  uint64_t pos = tb->ring.consumer_tail();
   bool report_due = producer_dropped + tb->lost != tb->reported_dropped ||
                     (final && tb->drained + producer_dropped != tb->reported_emitted);
-  while (pos < head || report_due) {
+  while (tb->stream.consumer_tail() < head || report_due) {
     uint32_t slots = 0;
-    uint64_t heads = take_records(tb, pos, head, slots);
-    tb->ring.release_to(pos);
+    uint64_t heads = take_records(tb, head, slots);
     tb->drained += heads;
-    if (pos >= head) {
+    if (tb->stream.consumer_tail() >= head) {
       uint64_t dropped = producer_dropped + tb->lost;
       uint64_t emitted = tb->drained + producer_dropped;
       raw_[slots++] = Record{static_cast<uint8_t>(Kind::kDropped), 0, 0, 0, now_ns(), dropped, emitted};
@@ -238,11 +282,35 @@ void Flusher::drain_thread(ThreadBuffer* tb, bool final) {
       report_due = false;
     }
     send_frame(tb, slots, heads);
+    // Between frames of a long backlog: the threads that keep filling segments find spares.
+    recycle_segments();
   }
+  uint64_t n = 0;
+  tb->stream.peek(head, &n, &finished_);  // hands over the segment just read to its end
 }
 
-void Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
-  if (slots == 0) return;
+void Flusher::report_buffers() {
+  const BufferBudget& budget = buffer_budget();
+  const uint64_t peak = budget.peak();
+  const BufferBudget::Refusal loss = budget.first_loss();
+  if ((peak == reported_peak_ && loss.ts == reported_loss_ts_) || snapshot_.empty() || !conn_.up()) return;
+  uint32_t n = 0;
+  raw_[n++] = Record{static_cast<uint8_t>(Kind::kBufferUsage), 0, 0, 0, now_ns(), peak, budget.cap()};
+  if (loss.ts != 0) {
+    raw_[n++] = Record{static_cast<uint8_t>(Kind::kBufferRefused), 0, static_cast<uint16_t>(loss.why), 0, loss.ts,
+                       budget.cap(), loss.held};
+  }
+  if (!send_frame(snapshot_.front(), n, /*heads=*/0)) return;
+  reported_peak_ = peak;
+  reported_loss_ts_ = loss.ts;
+}
+
+bool Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
+  if (slots == 0) return true;
+  if (tb->conn_epoch != conn_.epoch()) {
+    tb->conn_epoch = conn_.epoch();
+    tb->seq = 0;
+  }
   bool ok = false;
   if (conn_.up() && cctx_ != nullptr) {
     // The delta transform turns the records into columns of small numbers, so zstd
@@ -265,6 +333,7 @@ void Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
   }
   ++tb->seq;  // also on failure: the gap tells the decoder a frame is missing
   if (!ok) tb->lost += heads;
+  return ok;
 }
 
 void Flusher::send_bye(int32_t kind, int32_t status) {
@@ -276,10 +345,14 @@ void Flusher::send_bye(int32_t kind, int32_t status) {
     unsent += tb->lost;
   }
   if (bye.dropped != 0) {
-    notice(LogLevel::kInfo, "%llu of %llu records dropped: %llu with a thread's buffer full, %llu in frames not sent",
+    notice(LogLevel::kInfo, "%llu of %llu records dropped: %llu for want of buffer memory, %llu in frames not sent",
            static_cast<unsigned long long>(bye.dropped), static_cast<unsigned long long>(bye.emitted),
            static_cast<unsigned long long>(bye.dropped - unsent), static_cast<unsigned long long>(unsent));
   }
+  const BufferBudget& budget = buffer_budget();
+  notice(LogLevel::kInfo, "buffers: at most %.1f MiB held (cap %.0f MiB), %llu segments mapped by program threads",
+         static_cast<double>(budget.peak()) / 1048576.0, static_cast<double>(budget.cap()) / 1048576.0,
+         static_cast<unsigned long long>(budget.producer_maps()));
   if (!conn_.up()) conn_.ensure(config(), now_ns());
   conn_.send_bye(bye);
 }

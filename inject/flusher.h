@@ -1,5 +1,7 @@
-// The one background thread per process: drains every thread's ring every
-// TORCHPROF_FLUSH_MS (or when a producer passes half its ring), delta-encodes and
+// The one background thread per process: drains every thread's stream every
+// TORCHPROF_FLUSH_MS (or when a producer passes half a segment or moves to another; the
+// largest backlog first), makes spare segments ready for the threads that fill theirs
+// quickly and gives back what no thread needs (segment_pool.h), delta-encodes and
 // compresses each thread's records into a Frame and sends it; answers final-flush requests
 // (exit, signal, exec) with a last drain and a Bye.
 #pragma once

@@ -42,11 +42,11 @@ inline void count_drop(ThreadBuffer* tb, uint64_t heads) {
 
 // Writes a kString head and its bytes starting `at` slots after the last
 // committed one; returns the slots used.
-uint64_t put_string(RingBuffer& ring, uint64_t at, uint32_t id, const char* text, uint32_t len, uint64_t ts) {
+uint64_t put_string(SegmentStream& stream, uint64_t at, uint32_t id, const char* text, uint32_t len, uint64_t ts) {
   uint32_t extra = wire::slots_for_bytes(len);
-  wire::store_record(ring.slot(at), k(Kind::kString), static_cast<uint8_t>(extra), 0, id, ts, len, 0);
+  wire::store_record(stream.slot(at), k(Kind::kString), static_cast<uint8_t>(extra), 0, id, ts, len, 0);
   for (uint32_t i = 0; i < extra; ++i) {
-    auto* dst = reinterpret_cast<char*>(ring.slot(at + 1 + i));
+    auto* dst = reinterpret_cast<char*>(stream.slot(at + 1 + i));
     uint32_t off = i * wire::kSlotSize;
     uint32_t n = len - off < wire::kSlotSize ? len - off : wire::kSlotSize;
     memcpy(dst, text + off, n);
@@ -56,10 +56,10 @@ uint64_t put_string(RingBuffer& ring, uint64_t at, uint32_t id, const char* text
 }
 
 inline void publish(ThreadBuffer* tb, uint64_t slots) {
-  uint64_t head = tb->ring.commit(slots);
+  uint64_t head = tb->stream.commit(slots);
   if (__builtin_expect(head >= tb->next_wake, 0)) {
-    // Once per half ring: the flusher drains before the producer runs out.
-    tb->next_wake = head + tb->ring.capacity() / 2;
+    // Once per half segment: the flusher reads the other before this one is full.
+    tb->next_wake = head + tb->wake_every;
     sem_post(tb->wake);
   }
 }
@@ -89,12 +89,12 @@ inline bool write_unit(ThreadBuffer* tb, const NameRef& name, Record* recs, uint
   }
   recs[0].name = id;
   uint64_t slots = n + (define ? 1 + wire::slots_for_bytes(name.len) : 0);
-  if (!tb->ring.has_room(slots)) {
+  if (__builtin_expect(!tb->stream.has_room(slots), 0) && !grow_thread_buffer(tb, slots)) {
     count_drop(tb, heads + (define ? 1 : 0));
     return false;  // the string is not marked interned: the next use defines it again
   }
-  uint64_t at = define ? put_string(tb->ring, 0, id, name.text, name.len, recs[0].ts) : 0;
-  for (uint32_t i = 0; i < n; ++i) wire::store_record(tb->ring.slot(at + i), recs[i]);
+  uint64_t at = define ? put_string(tb->stream, 0, id, name.text, name.len, recs[0].ts) : 0;
+  for (uint32_t i = 0; i < n; ++i) wire::store_record(tb->stream.slot(at + i), recs[i]);
   publish(tb, slots);
   if (define) tb->intern.insert(probe, name.text, name.len, id);
   if (name.address != nullptr) tb->addresses.remember(name.address, name.text, name.len, id);
@@ -215,14 +215,14 @@ bool record_string_def(ThreadBuffer* tb, uint32_t id, const char* text, uint32_t
   if (len > wire::kMaxStringBytes) len = wire::kMaxStringBytes;
   uint64_t slots = 1 + wire::slots_for_bytes(len) + (follow != nullptr ? 1 : 0);
   uint64_t heads = follow != nullptr ? 2 : 1;
-  if (!tb->ring.has_room(slots)) {
+  if (!tb->stream.has_room(slots) && !grow_thread_buffer(tb, slots)) {
     count_drop(tb, heads);
     return false;
   }
   uint64_t ts = stamp(tb);
-  uint64_t at = put_string(tb->ring, 0, id, text, len, ts);
+  uint64_t at = put_string(tb->stream, 0, id, text, len, ts);
   if (follow != nullptr) {
-    wire::store_record(tb->ring.slot(at), follow->kind, follow->extra, follow->domain, follow->name, ts, follow->a,
+    wire::store_record(tb->stream.slot(at), follow->kind, follow->extra, follow->domain, follow->name, ts, follow->a,
                        follow->b);
   }
   publish(tb, slots);

@@ -1,7 +1,8 @@
 // The hot path: turns one NVTX-style event into records in the calling thread's
-// ring. One fixed-size write per event (plus a string definition the first time
-// a name is seen on the thread); no locks, no allocation, no syscalls. A unit
-// that does not fit is dropped whole and counted.
+// stream. One fixed-size write per event (plus a string definition the first time
+// a name is seen on the thread); no locks, no allocation, no syscalls. A unit that
+// does not fit in the thread's segment takes the slow path (grow_thread_buffer: once
+// per segment); one that cannot get a segment is dropped whole and counted.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Overhead and throughput figures, measured side by side in one run on this machine,
 # printed as one table: hot path vs no tool and vs a bare injection (the floor),
-# end-to-end slowdown, capture size, analysis speed and memory, collector ingest.
+# end-to-end slowdown, capture size, analysis speed and memory, collector ingest, and
+# what is dropped (and the buffers' peak memory) at set rates with the default settings.
 # Frames are delta-encoded (the default); rows marked "raw" run the same program with
 # TORCHPROF_FRAME_ENCODING=raw (plain zstd, the encoding before the delta transform),
 # as the baseline measured in the same run.
@@ -15,7 +16,12 @@
 # key_averages figures), ROUNDS (default 5: the side-by-side figures, the floor,
 # torchprof's pair, uftrace's call and the end-to-end runs, are measured in this many
 # rounds that alternate the tools, and each is given as the median with the range),
-# KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes).
+# KEEP=1 (keep the work directory; about 9 GB in $TMPDIR with the default sizes),
+# SECTIONS (default 1,2,3,4,5,6: the sections to run; 3 reads captures that 1 makes),
+# PRESSURE_RUNS (default 3: runs in a row of each rate, and of the flood, in section 6),
+# BASELINE=DIR (the build directory of another torchprof, e.g. the commit before: its
+# torchprof-run is run in each round of section 1 too, between the floor and this one,
+# and its pair is given against the same floor).
 # Per-event figures use CPU time (the programs measure it themselves): on a shared
 # machine wall time varies with the load. The analysis needs ~65 bytes of memory per
 # event: ~0.65 GB for 10M, ~6.5 GB for 100M.
@@ -37,7 +43,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges step_ranges call_loop floor_inject_clock
-         floor_inject_rdtsc analysis_bench ingest_bench)
+         floor_inject_rdtsc analysis_bench ingest_bench rate_ranges)
 have_gpu_workload=0
 if grep -q '^build gpu_workload' "$build/build.ninja" 2>/dev/null || \
    grep -q 'gpu_workload' "$build/Makefile" 2>/dev/null; then
@@ -53,6 +59,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/torchprof_bench.XXXXXX")
 [[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"' EXIT
 
 # ---------- helpers ----------
+# want N: section N is to run (SECTIONS, e.g. "1,6"; default every one)
+want() { [[ ",${SECTIONS:-1,2,3,4,5,6}," == *",$1,"* ]]; }
 rows=$work/rows
 : >"$rows"
 # row SECTION NAME VALUE UNIT [NOTE]
@@ -104,7 +112,8 @@ size_ratio() { calc "$(stat -c %s "$1/capture.tprof") / $(stat -c %s "$2/capture
 echo "torchprof bench: build $build, work $work" >&2
 
 # ---------- 1. hot path ----------
-echo "[1/5] hot path: NVTX push+pop pairs" >&2
+if want 1; then
+echo "[1/6] hot path: NVTX push+pop pairs" >&2
 "$bb/nvtx_pairs" $((pairs * 5)) 1 >"$work/none"
 NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_clock"
 NVTX_INJECTION64_PATH=$bb/libfloor_inject_clock.so "$bb/nvtx_pairs" "$pairs" 2 >"$work/floor_clock2"
@@ -133,6 +142,11 @@ for ((i = 1; i <= rounds; ++i)); do
   NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_rdtsc$i"
   FLOOR_EVENTS=$floor_all NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 \
     >"$work/floor_rdtsc_all$i"
+  if [[ -n ${BASELINE:-} ]]; then
+    rm -rf "$work/hot1base"
+    TORCHPROF_BUFFER_KB=$big_kb TORCHPROF_LOG_LEVEL=error "$BASELINE/bin/torchprof-run" -q -o "$work/hot1base" -- \
+      "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1base$i"
+  fi
   rm -rf "$work/hot1big"
   TORCHPROF_BUFFER_KB=$big_kb tool -o "$work/hot1big" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp1big$i"
   NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$steady_pairs" 1 >"$work/floor_steady$i"
@@ -140,6 +154,12 @@ for ((i = 1; i <= rounds; ++i)); do
   TORCHPROF_BUFFER_KB=16384 tool --table-only -o "$work/hot_steady" -- "$bb/nvtx_pairs" "$steady_pairs" 1 \
     >"$work/tp_steady$i"
   echo "ranges $(table_calls "$work/hot_steady")" >>"$work/tp_steady$i"
+  if [[ -n ${BASELINE:-} ]]; then
+    rm -rf "$work/hot_steady_base"
+    TORCHPROF_BUFFER_KB=16384 TORCHPROF_LOG_LEVEL=error "$BASELINE/bin/torchprof-run" -q --table-only \
+      -o "$work/hot_steady_base" -- "$bb/nvtx_pairs" "$steady_pairs" 1 >"$work/tp_steady_base$i"
+    echo "ranges $(table_calls "$work/hot_steady_base")" >>"$work/tp_steady_base$i"
+  fi
   if [[ $have_uftrace == 1 ]]; then
     (cd "$work" && "$work/call_loop_pg" "$calls" >"$work/uf_none$i")  # its gmon.out stays in $work
     rm -rf "$work/uftrace.data"
@@ -166,10 +186,18 @@ row hot floor_rdtsc "$fr" ns/pair "same with rdtsc; median, $(spread "$fr_min" "
 row hot floor_rdtsc_holds_all "$fra" ns/pair "same, its array holding every record ($floor_all events, no reuse); median, $(spread "$fra_min" "$fra_max")"
 row hot torchprof_default_ring "$tp1" ns/pair "x$(calc "$tp1 / $fc") floor_clock, x$(calc "$tp1 / $fr") floor_rdtsc; dropped $(summary dropped "$work/hot1") records"
 row hot torchprof_ring_fits_all "$tpb" ns/pair "median, $(spread "$tpb_min" "$tpb_max"); x$(calc "$tpb / $fc") floor_clock, x$(calc "$tpb / $fr") floor_rdtsc, x$(calc "$tpb / $fra") floor_rdtsc_holds_all; dropped $(summary dropped "$work/hot1big")"
+if [[ -n ${BASELINE:-} ]]; then
+  read -r tpo tpo_min tpo_max <<<"$(med pair_ns tp1base)"
+  row hot baseline_ring_fits_all "$tpo" ns/pair "$BASELINE, the same rounds: median, $(spread "$tpo_min" "$tpo_max"); x$(calc "$tpo / $fr") floor_rdtsc; this build x$(calc "$tpb / $tpo") of it"
+fi
 read -r fs fs_min fs_max <<<"$(med pair_ns floor_steady)"
 read -r tps tps_min tps_max <<<"$(med pair_ns tp_steady)"
 row hot floor_rdtsc_long "$fs" ns/pair "the rdtsc floor over $steady_pairs pairs, its 16 MiB array reused; median, $(spread "$fs_min" "$fs_max")"
-row hot torchprof_steady "$tps" ns/pair "$steady_pairs pairs, a 16 MiB ring drained as it goes: x$(calc "$tps / $fs") floor_rdtsc_long; median, $(spread "$tps_min" "$tps_max"); ranges recorded $(val "$work/tp_steady$rounds" ranges) of $((steady_pairs + 1))"
+row hot torchprof_steady "$tps" ns/pair "$steady_pairs pairs, a 16 MiB buffer drained as it goes: x$(calc "$tps / $fs") floor_rdtsc_long; median, $(spread "$tps_min" "$tps_max"); ranges recorded $(val "$work/tp_steady$rounds" ranges) of $((steady_pairs + 1))"
+if [[ -n ${BASELINE:-} ]]; then
+  read -r tso tso_min tso_max <<<"$(med pair_ns tp_steady_base)"
+  row hot baseline_steady "$tso" ns/pair "$BASELINE, the same rounds: x$(calc "$tso / $fs") floor_rdtsc_long; median, $(spread "$tso_min" "$tso_max"); this build x$(calc "$tps / $tso") of it; ranges recorded $(val "$work/tp_steady_base$rounds" ranges) of $((steady_pairs + 1))"
+fi
 tpm=$(val "$work/tp1mono" pair_ns)
 row hot torchprof_clock_gettime "$tpm" ns/pair "TORCHPROF_CLOCK=monotonic (clock_gettime per record), ring fits all: the TSC clock above is x$(calc "$tpb / $tpm") of it"
 row hot torchprof_process_cpu "$(val "$work/tp1big" process_cpu_ns_per_pair)" ns/pair "all threads incl. flusher, during the loop"
@@ -186,9 +214,11 @@ if [[ $have_uftrace == 1 ]]; then
 else
   row hot uftrace_added 95 ns/call "uftrace not installed (apt-get install uftrace): REFERENCE.md's figure (15.5 B/event)"
 fi
+fi  # section 1
 
 # ---------- 2. end to end ----------
-echo "[2/5] end to end: $e2e_ranges ranges with busy work" >&2
+if want 2; then
+echo "[2/6] end to end: $e2e_ranges ranges with busy work" >&2
 for ((i = 1; i <= rounds; ++i)); do
   timed "$work/e2e_none$i" "$bb/e2e_ranges" "$e2e_ranges"
   timed "$work/e2e_tp$i" "$run_tool" -q -o "$work/e2e$i" -- "$bb/e2e_ranges" "$e2e_ranges"
@@ -207,9 +237,11 @@ row e2e loop_cpu "$t_cpu" s "no tool $n_cpu s: slowdown $(calc "($t_cpu / $n_cpu
 row e2e loop_wall "$t_loop" s "no tool $n_loop s: slowdown $(calc "($t_loop / $n_loop - 1) * 100")%"
 row e2e process_wall "$t_wall" s "no tool $n_wall s: $(calc "($t_wall / $n_wall - 1) * 100")% (start, collection, analysis, files)"
 row e2e dropped "$(summary dropped "$work/e2e1")" records "ranges decoded $(summary events "$work/e2e1") of $((e2e_ranges + 1))"
+fi  # section 2
 
 # ---------- 3. capture size ----------
-echo "[3/5] capture size" >&2
+if want 3; then
+echo "[3/6] capture size" >&2
 "$bb/analysis_bench" "$work/hot1big" "$work/an_hot" >"$work/size_nvtx"
 nvtx_ratio=$(size_ratio "$work/hot1raw" "$work/hot1big")
 row size nvtx_capture "$(val "$work/size_nvtx" capture_bytes_per_event)" B/event "capture.tprof per NVTX range (push+pop), delta frames; raw zstd frames $(calc "$nvtx_ratio * $(val "$work/size_nvtx" capture_bytes_per_event)") B: x$nvtx_ratio larger"
@@ -231,9 +263,11 @@ if [[ $have_gpu_workload == 1 ]]; then
 else
   row size gpu_capture - - "gpu_workload not built (tests off)"
 fi
+fi  # section 3
 
 # ---------- 4. analysis ----------
-echo "[4/5] analysis of $analysis_ranges ranges" >&2
+if want 4; then
+echo "[4/6] analysis of $analysis_ranges ranges" >&2
 work_iters=40
 # A ring that holds the whole capture run: the figure is about analysis, not drops.
 # TRACES=0: the run's own report records no step (so writes no trace); the capture
@@ -303,9 +337,11 @@ row analysis many_cycles "$(calc "$(val "$work/steps_prog" events) / $steps_cpu"
 rm -rf "$work/steps" "$work/steps_out"
 # The 10M-range capture and its traces take several GB: gone before the next section.
 [[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
+fi  # section 4
 
 # ---------- 5. collector ingest ----------
-echo "[5/5] collector ingest: two flooding processes" >&2
+if want 5; then
+echo "[5/6] collector ingest: two flooding processes" >&2
 tool -o "$work/flood" -- /bin/sh -c \
   "'$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_a' & '$bb/nvtx_pairs' $flood_pairs 1 > '$work/flood_b' & wait"
 produced=$((2 * 2 * (flood_pairs + 1)))
@@ -328,6 +364,66 @@ ingest_frames=$((400 / scale))
 cap=$(val "$work/ingest" records_per_collector_cpu_s)
 row ingest collector_capacity "$cap" records/cpu-s "collector event loop alone, delta frames; x$(calc "$cap * $loop_s / $produced") the rate 2 flooding processes produce"
 row ingest collector_capacity_raw "$(val "$work/ingest_raw" records_per_collector_cpu_s)" records/cpu-s "same with raw zstd frames ($(val "$work/ingest_raw" wire_bytes_per_record) B/record on the wire vs $(val "$work/ingest" wire_bytes_per_record))"
+fi  # section 5
+
+# ---------- 6. buffers under pressure ----------
+if want 6; then
+echo "[6/6] buffers: drops and peak memory at set rates, default settings" >&2
+pressure_runs=${PRESSURE_RUNS:-3}
+rate_n=$((2000000 / scale))
+# buffer_figures DIR: "DROPPED PEAK_MIB CAP_REACHED" of DIR/summary.json (every process;
+# "-" for what an older torchprof does not say)
+buffer_figures() {
+  /usr/bin/python3 -c 'import json,sys
+s = json.load(open(sys.argv[1] + "/summary.json")); ps = s["processes"]
+has = all("buffer_peak_bytes" in p for p in ps)
+print(sum(p["dropped"] for p in ps), "%.1f" % (max(p["buffer_peak_bytes"] for p in ps) / 1048576) if has else "-",
+      ("yes" if any(p["buffer_cap_reached"] for p in ps) else "no") if has else "-")' "$1"
+}
+# pressure NAME RECORDS CMD...: runs CMD under torchprof-run PRESSURE_RUNS times in a row (and
+# under BASELINE's, alternating) and adds a row each: the drop % of each run (of RECORDS
+# records), the buffers' peak MiB, whether the cap was reached, the segments the program's
+# threads had to map themselves (no spare ready), the rate achieved, the load average
+pressure() {
+  local name=$1 records=$2 i k d p c r run_tool_k
+  shift 2
+  local -A drops=() peaks=() caps=() rates=() loads=() maps=()
+  local kinds=(this)
+  [[ -n ${BASELINE:-} ]] && kinds+=(baseline)
+  for ((i = 1; i <= pressure_runs; ++i)); do
+    for k in "${kinds[@]}"; do
+      run_tool_k=$run_tool
+      [[ $k == baseline ]] && run_tool_k=$BASELINE/bin/torchprof-run
+      rm -rf "$work/pressure"
+      "$run_tool_k" -q --log-level info -o "$work/pressure" -- "$@" >"$work/pressure_out" 2>"$work/pressure_err"
+      read -r d p c <<<"$(buffer_figures "$work/pressure")"
+      # the library's own account at exit: segments the program's threads mapped themselves
+      maps[$k]+="${maps[$k]:+ }$(sed -n 's/.*, \([0-9]*\) segments mapped by program threads.*/\1/p' \
+        "$work/pressure_err" | awk '{ n += $1 } END { print NR ? n : "-" }')"
+      drops[$k]+="${drops[$k]:+ }$(calc "$d * 100 / $records")"
+      peaks[$k]+="${peaks[$k]:+ }$p"
+      caps[$k]+="${caps[$k]:+ }$c"
+      loads[$k]+="${loads[$k]:+ }$(cut -d' ' -f1 /proc/loadavg)"
+      r=$(val "$work/pressure_out" ranges_per_s)
+      [[ -n $r ]] && rates[$k]+="${rates[$k]:+ }$(calc "$r / 1e6")M"
+    done
+  done
+  for k in "${kinds[@]}"; do
+    local label=$name
+    [[ $k == baseline ]] && label+="_baseline"
+    row buffers "$label" "${drops[$k]}" "% dropped" \
+      "peak buffers ${peaks[$k]} MiB; cap reached: ${caps[$k]}; segments mapped by the program's threads: ${maps[$k]}${rates[$k]:+; achieved ${rates[$k]} ranges/s}; load ${loads[$k]}"
+  done
+}
+for rate in 1000000 2500000 5000000; do
+  for threads in 1 2; do
+    pressure "ranges_$(calc "$rate / 1e6")M_per_s_${threads}t" $((2 * rate_n)) "$bb/rate_ranges" "$rate_n" "$rate" "$threads"
+  done
+done
+pressure "flood_${flood_pairs}_pairs" $((2 * (flood_pairs + 1))) "$bb/nvtx_pairs" "$flood_pairs" 1
+pressure "flood_${flood_pairs}_pairs_2t" $((2 * 2 * (flood_pairs / 2 + 1))) "$bb/nvtx_pairs" $((flood_pairs / 2)) 2
+row buffers note - - "$pressure_runs runs in a row each, default settings (TORCHPROF_BUFFER_LIMIT 256 MiB); rate rows: $rate_n ranges in all, the rate shared by the threads"
+fi  # section 6
 
 # ---------- table ----------
 load=$(cut -d' ' -f1-3 /proc/loadavg)

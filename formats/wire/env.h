@@ -11,8 +11,11 @@ constexpr const char* kSocket = "TORCHPROF_SOCKET";
 constexpr const char* kLib = "TORCHPROF_LIB";
 // trace,debug,info,warn,error,off: what the injected library prints to stderr (cold path only).
 constexpr const char* kLogLevel = "TORCHPROF_LOG_LEVEL";
-// Per-thread buffer size in KiB (default 1024).
+// Per-thread buffer size in KiB (default 1024): two segments of half of it.
 constexpr const char* kBufferKb = "TORCHPROF_BUFFER_KB";
+// Most memory a process's buffers may grow to (threads' segments and CUPTI's activity
+// buffers together): MiB, or a number with K, M or G (default 256 MiB).
+constexpr const char* kBufferLimit = "TORCHPROF_BUFFER_LIMIT";
 // "0": buffers of 8 MiB or more are not asked for 2 MiB pages (default: they are).
 constexpr const char* kHugePages = "TORCHPROF_HUGE_PAGES";
 // Flush interval of the per-process flusher thread in ms (default 20).

@@ -124,6 +124,12 @@ enum class Kind : uint8_t {
   kDropped = 10,     // a = records dropped on this thread so far, b = emitted so far
   kPayload = 11,     // a = attr, b = payload of the record just before
   kThreadStart = 12, // ts = first event of this thread, a = 1 if it is the main thread
+  // Written by the flusher into any thread's frame, for the whole process:
+  kBufferUsage = 13,   // a = the most bytes the process's buffers held so far, b = their cap
+                       // (TORCHPROF_BUFFER_LIMIT) in bytes
+  kBufferRefused = 14, // ts = when buffer memory was first refused, losing records (a thread's
+                       // record, or CUPTI's activity buffer); domain = BufferRefusal; a = the cap
+                       // in bytes, b = bytes held then
 
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the
@@ -152,6 +158,12 @@ enum class GpuTracing : uint8_t {
   kOn = 1,          // CUPTI subscribed, activity kinds enabled
   kOff = 2,         // CUPTI refused or unusable (a kGpuNotice says why)
   kNotStarted = 3,  // CUDA libraries loaded but CUDA never initialised with the injection
+};
+
+// Why a kBufferRefused record's memory was refused.
+enum class BufferRefusal : uint16_t {
+  kCap = 1,     // the buffers already held TORCHPROF_BUFFER_LIMIT
+  kSystem = 2,  // mmap failed (the system is short of memory)
 };
 
 struct GpuKernelExtra {  // two slots

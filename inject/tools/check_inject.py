@@ -76,9 +76,13 @@ def main():
     check(len(rs) == 2 and rs[0]["bye"]["kind"] == 2 and rs[1]["bye"]["kind"] == 0 and rs[1]["bye"]["status"] == 9,
           "exec: Bye(kExec) then the new image's Bye")
 
-    proc, rs = run(lib, driver, ["threads", "100000"], 1, {"TORCHPROF_BUFFER_KB": "16"})
+    # Buffers that cannot grow (the cap below what the threads' first buffers hold): drops.
+    proc, rs = run(lib, driver, ["threads", "100000"], 1, {"TORCHPROF_BUFFER_KB": "16", "TORCHPROF_BUFFER_LIMIT": "64K"})
     check(len(rs) == 1 and accounting_ok(rs[0]), "threads: recorded + dropped == emitted (small buffer)")
-    check(len(rs) == 1 and rs[0]["bye"]["emitted"] >= 4 * 200000, "threads: every record counted")
+    check(len(rs) == 1 and rs[0]["bye"] is not None and rs[0]["bye"]["emitted"] >= 4 * 200000,
+          "threads: every record counted")
+    check(len(rs) == 1 and rs[0]["bye"] is not None and rs[0]["bye"]["dropped"] > 0, "threads: the cap made drops")
+    check(len(rs) == 1 and rs[0].get("buffer_cap") == 64 << 10, "threads: the flusher says the cap")
 
     proc, rs = run(lib, driver, ["exit", "2"], 1, status=3)
     check(proc.returncode == 2 and "refused" in proc.stderr and rs and rs[0]["frames"] == 0, "refused: silent, rc kept")

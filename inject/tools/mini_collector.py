@@ -12,6 +12,7 @@ import argparse, ctypes, ctypes.util, json, os, socket, struct, sys, threading
 
 KINDS = {0: "pad", 1: "string", 2: "push", 3: "pop", 4: "start", 5: "end", 6: "mark", 7: "domain",
          8: "category", 9: "thread_name", 10: "dropped", 11: "payload", 12: "thread_start",
+         13: "buffer_usage", 14: "buffer_refused",
          32: "cuda_runtime", 33: "cuda_driver", 34: "kernel", 35: "memcpy", 36: "memset", 37: "memory",
          38: "sync", 39: "device", 40: "gpu_dropped", 41: "gpu_notice", 42: "cuda_profiler",
          43: "gpu_unreadable", 44: "gpu_state"}
@@ -31,6 +32,8 @@ GPU_EXTRA = {
                          "shared_mem_per_multiprocessor", None]),
 }
 GPU_EXTRA["memset"] = GPU_EXTRA["memcpy"]
+# Written by the flusher about the whole process: not records the program emitted.
+FLUSHER_KINDS = {10, 13, 14}
 
 
 def gpu_fields(k, raw, i, extra, head):
@@ -176,12 +179,15 @@ def count_slots_fast(raw, st, tid):
     cand = np.nonzero(extra)[0]
     skip = 0
     cont = 0
+    head = np.ones(len(a), dtype=bool)
     for i in cand:
         if i < skip:
             continue
         cont += int(extra[i])
         skip = i + 1 + int(extra[i])
+        head[i + 1:skip] = False
     kinds = a[:, 0]
+    flusher_own = int(np.count_nonzero(head & ((kinds == 13) | (kinds == 14))))
     dropped_idx = np.nonzero(kinds == 10)[0]
     n_dropped = 0
     for i in dropped_idx[::-1]:
@@ -190,7 +196,7 @@ def count_slots_fast(raw, st, tid):
             th["last_dropped"] = [int(q[2]), int(q[3])]
             n_dropped = 1
             break
-    th["heads"] += len(a) - cont - n_dropped
+    th["heads"] += len(a) - cont - n_dropped - flusher_own
 
 
 def decode_slots(raw, st, tid):
@@ -202,7 +208,10 @@ def decode_slots(raw, st, tid):
         th["kinds"][k] = th["kinds"].get(k, 0) + 1
         if k == "dropped":
             th["last_dropped"] = [a, b]
-        else:
+        elif k == "buffer_usage":
+            st["buffer_peak"] = max(st.get("buffer_peak", 0), a)
+            st["buffer_cap"] = b
+        elif kind not in FLUSHER_KINDS:
             th["heads"] += 1
         if k == "string":
             st["strings"][name] = raw[(i + 1) * 32:(i + 1) * 32 + a].decode("utf-8", "replace")
@@ -281,6 +290,7 @@ def summarize(st, args, results, lock):
     out = {"hello": st["hello"], "frames": st["frames"], "seq_gaps": st["gaps"], "raw_bytes": st["raw_bytes"],
            "wire_bytes": st["wire_bytes"], "records": heads, "threads": threads, "bye": st["bye"],
            "unresolved_names": unresolved, "ts_monotonic_per_thread": monotonic,
+           "buffer_peak": st.get("buffer_peak"), "buffer_cap": st.get("buffer_cap"),
            "domains": {k: v for k, v in st["strings"].items() if any(u[1] == "domain" and u[2] == k for u in st["uses"])},
            "names": dict(sorted(names.items(), key=lambda kv: -kv[1])[:args.top])}
     if args.gpu:

@@ -63,6 +63,16 @@ TEST_CASE("clock offset: the narrowest bracket wins") {
   CHECK_FALSE(ti::measure_clock_offset(&broken_clock, &our_clock, 8, &offset));
 }
 
+namespace {
+
+// The slot at stream position `pos`, in the segment being read (positions of its records only).
+const tw::Record& at(ti::ThreadBuffer* tb, uint64_t pos) {
+  ti::Segment* s = tb->stream.read_segment();
+  return s->data()[pos - s->base];
+}
+
+}  // namespace
+
 TEST_CASE("records with continuation slots: one unit, counted as one record") {
   sem_t wake;
   sem_init(&wake, 0, 0);
@@ -75,24 +85,24 @@ TEST_CASE("records with continuation slots: one unit, counted as one record") {
   tw::Record head{static_cast<uint8_t>(tw::Kind::kKernel), 0, 2, 0, 100, 200, 7};
   REQUIRE(ti::record_with_extra(tb, ti::ascii_name("_Z4gemmv"), head, &x, 2));
   ti::record_api(tb, tw::Kind::kCudaRuntime, 211, ti::NameRef{"cudaLaunchKernel_v7000", 16, 0}, 50, 60, 7);
-  uint64_t pos = tb->ring.consumer_tail();
-  const tw::Record& s = tb->ring.at(pos);
+  uint64_t pos = tb->stream.consumer_tail();
+  const tw::Record& s = at(tb, pos);
   CHECK(s.kind == static_cast<uint8_t>(tw::Kind::kString));
   CHECK(s.a == 8);
   pos += 1 + s.extra;
-  const tw::Record& k = tb->ring.at(pos);
+  const tw::Record& k = at(tb, pos);
   CHECK(k.kind == static_cast<uint8_t>(tw::Kind::kKernel));
   CHECK(k.extra == 2);
   CHECK(k.name == s.name);
   CHECK((k.domain == 2 && k.ts == 100 && k.a == 200 && k.b == 7));
   tw::GpuKernelExtra back{};
-  memcpy(&back, &tb->ring.at(pos + 1), sizeof(back));
+  memcpy(&back, &at(tb, pos + 1), sizeof(back));
   CHECK((back.stream == 13 && back.grid[0] == 4 && back.queued == 99));
   pos += 3;
-  const tw::Record& api_name = tb->ring.at(pos);
+  const tw::Record& api_name = at(tb, pos);
   REQUIRE(api_name.kind == static_cast<uint8_t>(tw::Kind::kString));
   CHECK(api_name.a == 16);  // "cudaLaunchKernel", the tag cut by the caller
-  const tw::Record& api = tb->ring.at(pos + 1 + api_name.extra);
+  const tw::Record& api = at(tb, pos + 1 + api_name.extra);
   CHECK((api.kind == static_cast<uint8_t>(tw::Kind::kCudaRuntime) && api.domain == 211 && api.ts == 50 &&
          api.a == 60 && api.b == 7));
   CHECK(tb->dropped.load() == 0);

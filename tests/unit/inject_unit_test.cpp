@@ -1,6 +1,7 @@
 // Unit tests of the injected library's pure parts: UTF-8 conversion, the
-// per-thread intern table, the SPSC ring, the recorder's all-or-nothing writes with
-// exact drop counting, and the TSC clock's calibration.
+// per-thread intern table, the recorder's all-or-nothing writes with exact drop
+// counting, and the TSC clock's calibration (segments and their growth:
+// inject_segments_test.cpp).
 #include <doctest/doctest.h>
 #include <semaphore.h>
 #include <sys/mman.h>
@@ -17,7 +18,7 @@
 
 #include "inject/clock.h"
 #include "inject/recorder.h"
-#include "inject/ring_buffer.h"
+#include "inject/buffer_budget.h"
 #include "inject/string_intern.h"
 #include "inject/thread_buffer.h"
 #include "inject/tsc_clock.h"
@@ -28,26 +29,50 @@ namespace tw = torchprof::wire;
 
 namespace {
 
-// Drains `tb`'s ring into (kind, name) pairs, skipping string continuation slots
-// and returning string texts by id in `strings`.
+// Drains `tb`'s stream: its record heads in order, and string texts by id in `strings`.
+// Segments read to their end are unmapped.
+std::vector<tw::Record> drain_records(ti::ThreadBuffer* tb, std::vector<std::string>* strings = nullptr) {
+  std::vector<tw::Record> out;
+  const uint64_t head = tb->stream.consumer_head();
+  for (;;) {
+    uint64_t n = 0;
+    ti::Segment* finished = nullptr;
+    const tw::Record* p = tb->stream.peek(head, &n, &finished);
+    while (finished != nullptr) {
+      ti::Segment* next = finished->link;
+      ti::unmap_segment(finished);
+      finished = next;
+    }
+    if (n == 0) return out;
+    for (uint64_t i = 0; i < n; i += 1 + p[i].extra) {
+      const tw::Record& r = p[i];
+      out.push_back(r);
+      if (strings != nullptr && r.kind == static_cast<uint8_t>(tw::Kind::kString)) {
+        strings->emplace_back(reinterpret_cast<const char*>(&p[i + 1]), r.a);
+      }
+    }
+    tb->stream.consume(n);
+  }
+}
+
+// (kind, name) of each record drain_records() takes.
 std::vector<std::pair<tw::Kind, uint32_t>> drain(ti::ThreadBuffer* tb, std::vector<std::string>* strings = nullptr) {
   std::vector<std::pair<tw::Kind, uint32_t>> out;
-  uint64_t pos = tb->ring.consumer_tail();
-  uint64_t head = tb->ring.consumer_head();
-  while (pos < head) {
-    const tw::Record& r = tb->ring.at(pos);
-    out.emplace_back(static_cast<tw::Kind>(r.kind), r.name);
-    if (strings != nullptr && r.kind == static_cast<uint8_t>(tw::Kind::kString)) {
-      std::string s;
-      for (uint32_t i = 0; i < r.extra; ++i) s.append(reinterpret_cast<const char*>(&tb->ring.at(pos + 1 + i)), 32);
-      s.resize(r.a);
-      strings->push_back(s);
-    }
-    pos += 1 + r.extra;
-  }
-  tb->ring.release_to(pos);
+  for (const tw::Record& r : drain_records(tb, strings)) out.emplace_back(static_cast<tw::Kind>(r.kind), r.name);
   return out;
 }
+
+// Holds the process's buffer cap at `bytes` for a test's length.
+class CapGuard {
+ public:
+  explicit CapGuard(uint64_t bytes) : saved_(ti::buffer_budget().cap()) { ti::buffer_budget().set_cap(bytes); }
+  ~CapGuard() { ti::buffer_budget().set_cap(saved_); }
+  CapGuard(const CapGuard&) = delete;
+  CapGuard& operator=(const CapGuard&) = delete;
+
+ private:
+  uint64_t saved_;
+};
 
 }  // namespace
 
@@ -102,23 +127,6 @@ TEST_CASE("intern table stays correct when full") {
   t.release();
 }
 
-TEST_CASE("ring buffer wraps and reports room exactly") {
-  std::vector<tw::Record> storage(8);
-  ti::RingBuffer r;
-  r.init(storage.data(), 8);
-  for (int round = 0; round < 5; ++round) {
-    CHECK(r.has_room(8));
-    CHECK_FALSE(r.has_room(9));
-    for (int i = 0; i < 6; ++i) r.slot(static_cast<uint64_t>(i))->a = static_cast<uint64_t>(round * 10 + i);
-    r.commit(6);
-    CHECK_FALSE(r.has_room(3));
-    uint64_t tail = r.consumer_tail();
-    CHECK(r.consumer_head() - tail == 6);
-    for (int i = 0; i < 6; ++i) CHECK(r.at(tail + static_cast<uint64_t>(i)).a == static_cast<uint64_t>(round * 10 + i));
-    r.release_to(tail + 6);
-  }
-}
-
 // The VmFlags of the mapping holding `p`, from /proc/self/smaps ("" when not found).
 static std::string vm_flags_at(const void* p) {
   const auto at = reinterpret_cast<uintptr_t>(p);
@@ -136,34 +144,39 @@ static std::string vm_flags_at(const void* p) {
   return {};
 }
 
-TEST_CASE("a ring of 8 MiB or more is asked for 2 MiB pages; a smaller one is not") {
+TEST_CASE("a buffer of 8 MiB or more is asked for 2 MiB pages; a smaller one is not") {
   sem_t wake;
   sem_init(&wake, 0, 0);
   ti::ThreadBuffer* big = ti::create_thread_buffer(/*buffer_kb=*/8192, /*tid=*/1, /*is_main=*/true, &wake);
   ti::ThreadBuffer* small = ti::create_thread_buffer(/*buffer_kb=*/1024, /*tid=*/2, /*is_main=*/false, &wake);
   REQUIRE(big != nullptr);
   REQUIRE(small != nullptr);
-  CHECK(reinterpret_cast<uintptr_t>(big->ring.storage()) % (uintptr_t{2} << 20) == 0);
-  CHECK(big->ring.capacity() == (uint64_t{8} << 20) / tw::kSlotSize);
+  ti::Segment* big_first = big->stream.write_segment();
+  CHECK(reinterpret_cast<uintptr_t>(big_first) % (uintptr_t{2} << 20) == 0);
+  // Two segments of half of it, each with its header.
+  CHECK(big_first->map_bytes == (uint64_t{4} << 20));
+  CHECK(big_first->slots == (uint64_t{4} << 20) / tw::kSlotSize - 2);
+  REQUIRE(big->spares[0].load() != nullptr);
+  CHECK(reinterpret_cast<char*>(big->spares[0].load()) == reinterpret_cast<char*>(big_first) + (size_t{4} << 20));
   // Whether this kernel takes the hint at all: asked of a mapping of our own.
   void* probe = mmap(nullptr, size_t{4} << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(probe != MAP_FAILED);
   const bool kernel_takes_it = madvise(probe, size_t{4} << 20, MADV_HUGEPAGE) == 0;
   munmap(probe, size_t{4} << 20);
-  const std::string big_flags = vm_flags_at(big->ring.storage());
-  const std::string small_flags = vm_flags_at(small->ring.storage());
+  const std::string big_flags = vm_flags_at(big_first->data());
+  const std::string small_flags = vm_flags_at(small->stream.write_segment()->data());
   REQUIRE_FALSE(big_flags.empty());
   REQUIRE_FALSE(small_flags.empty());
   if (kernel_takes_it) {
     CHECK(big_flags.find(" hg ") != std::string::npos);
   } else {
-    MESSAGE("this kernel refuses MADV_HUGEPAGE: the ring's flags are not checked");
+    MESSAGE("this kernel refuses MADV_HUGEPAGE: the buffer's flags are not checked");
   }
   CHECK(small_flags.find(" hg ") == std::string::npos);
   // TORCHPROF_HUGE_PAGES=0: not asked.
   ti::ThreadBuffer* plain = ti::create_thread_buffer(8192, 3, false, &wake, /*huge_pages=*/false);
   REQUIRE(plain != nullptr);
-  const std::string plain_flags = vm_flags_at(plain->ring.storage());
+  const std::string plain_flags = vm_flags_at(plain->stream.write_segment()->data());
   REQUIRE_FALSE(plain_flags.empty());
   CHECK(plain_flags.find(" hg ") == std::string::npos);
   ti::destroy_thread_buffer(plain);
@@ -177,7 +190,8 @@ TEST_CASE("recorder interns names, writes units whole and counts drops") {
   sem_init(&wake, 0, 0);
   ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
   REQUIRE(tb != nullptr);
-  REQUIRE(tb->ring.capacity() == 512);
+  // Two segments of 16 KiB (the least), 510 slots each after the header.
+  REQUIRE(tb->stream.write_segment()->slots == 510);
   CHECK(ti::record_push(tb, 0, ti::ascii_name("outer"), 0, 0) == 0);
   CHECK(ti::record_push(tb, 0, ti::ascii_name("outer"), 0, 0) == 1);
   CHECK(ti::record_pop(tb, 0) == 1);
@@ -191,10 +205,12 @@ TEST_CASE("recorder interns names, writes units whole and counts drops") {
   CHECK(recs[1].second == recs[0].second);
   CHECK(recs[2].second == recs[0].second);
 
-  // Fill the ring with a long new name each time until a unit does not fit.
+  // Fill both segments with a long new name each time until a unit does not fit: with
+  // the cap at what the buffers hold now, the thread cannot grow past its two.
+  CapGuard cap(ti::buffer_budget().held());
   std::string long_name(200, 'x');  // kString + 7 slots + the push = 9 slots
   int written = 0;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 200; ++i) {
     long_name[0] = static_cast<char>('A' + i % 50);
     long_name[1] = static_cast<char>('A' + i / 50);
     uint64_t before = tb->dropped.load();
@@ -205,12 +221,19 @@ TEST_CASE("recorder interns names, writes units whole and counts drops") {
     }
     ++written;
   }
-  CHECK(written == 512 / 9);
+  CHECK(written == 2 * (510 / 9));
+  CHECK(tb->segments_taken.load() == 1);
   drain(tb);
-  // The dropped name was not interned: using it again defines it again.
-  uint64_t tail = tb->ring.consumer_tail();
+  // The dropped name was not interned: using it again defines it again (in the segment
+  // read to its end, handed back as the spare).
+  tw::BufferRefusal why{};
+  ti::Segment* spare = ti::map_segment(tb->segment_bytes, /*huge_pages=*/false, &why);
+  REQUIRE(spare != nullptr);  // the segment read to its end was given back: there is room for one
+  tb->spares[0].store(spare, std::memory_order_relaxed);
   ti::record_mark(tb, 0, ti::ascii_name(long_name.c_str()), 0, 0);
-  CHECK(tb->ring.at(tail).kind == static_cast<uint8_t>(tw::Kind::kString));
+  const auto again = drain(tb);
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].first == tw::Kind::kString);
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
 }
@@ -243,22 +266,20 @@ TEST_CASE("recorder: a thread's records never go back in time, even when its clo
   map.seq.store(saved_seq);
   CHECK(behind + 900'000'000 < ahead);  // the clock did step back
   std::vector<uint64_t> times;
-  for (uint64_t pos = tb->ring.consumer_tail(); pos < tb->ring.consumer_head(); pos += 1 + tb->ring.at(pos).extra) {
-    if (tb->ring.at(pos).kind != static_cast<uint8_t>(tw::Kind::kString)) times.push_back(tb->ring.at(pos).ts);
+  for (const tw::Record& r : drain_records(tb)) {
+    if (r.kind != static_cast<uint8_t>(tw::Kind::kString)) times.push_back(r.ts);
   }
   REQUIRE(times.size() == 3);  // push, pop, mark
   CHECK(times[1] >= times[0]);
   CHECK(times[2] >= times[1]);
-  drain(tb);
   // An API call's times are read around the call: what the thread records after it
   // comes after its end.
   const uint64_t exit = ti::now_ns() + 2'000'000'000;
   ti::record_api(tb, tw::Kind::kCudaRuntime, 211, ti::ascii_name("cudaLaunchKernel"), exit - 1000, exit, 7);
   ti::record_push(tb, 0, ti::ascii_name("after"), 0, 0);
-  const uint64_t tail = tb->ring.consumer_tail();
   std::vector<uint64_t> after;
-  for (uint64_t pos = tail; pos < tb->ring.consumer_head(); pos += 1 + tb->ring.at(pos).extra) {
-    if (tb->ring.at(pos).kind == static_cast<uint8_t>(tw::Kind::kPush)) after.push_back(tb->ring.at(pos).ts);
+  for (const tw::Record& r : drain_records(tb)) {
+    if (r.kind == static_cast<uint8_t>(tw::Kind::kPush)) after.push_back(r.ts);
   }
   REQUIRE(after.size() == 1);
   CHECK(after[0] >= exit);
