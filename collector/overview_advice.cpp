@@ -6,32 +6,26 @@
 #include <string>
 
 #include "collector/overview.h"
+#include "common/text.h"
 
 namespace torchprof {
 
 namespace {
 
-// `v` with `decimals` decimals, then `unit`.
-std::string fmt(double v, int decimals, const char* unit = "") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, unit);
-  return buf;
-}
-
-std::string pct_text(double pct) { return fmt(pct, 1, "%"); }
+std::string pct_text(double pct) { return format_fixed(pct, 1, "%"); }
 
 std::string time_text(double ns) {
-  if (ns >= 1e9) return fmt(ns / 1e9, 2, " s");
-  if (ns >= 1e6) return fmt(ns / 1e6, 2, " ms");
-  if (ns >= 1e3) return fmt(ns / 1e3, 2, " us");
-  return fmt(ns, 0, " ns");
+  if (ns >= 1e9) return format_fixed(ns / 1e9, 2, " s");
+  if (ns >= 1e6) return format_fixed(ns / 1e6, 2, " ms");
+  if (ns >= 1e3) return format_fixed(ns / 1e3, 2, " us");
+  return format_fixed(ns, 0, " ns");
 }
 
 std::string bytes_text(double b) {
-  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt(b / (1024.0 * 1024.0 * 1024.0), 2, " GiB");
-  if (b >= 1024.0 * 1024.0) return fmt(b / (1024.0 * 1024.0), 1, " MiB");
-  if (b >= 1024.0) return fmt(b / 1024.0, 1, " KiB");
-  return fmt(b, 0, " B");
+  if (b >= 1024.0 * 1024.0 * 1024.0) return format_fixed(b / (1024.0 * 1024.0 * 1024.0), 2, " GiB");
+  if (b >= 1024.0 * 1024.0) return format_fixed(b / (1024.0 * 1024.0), 1, " MiB");
+  if (b >= 1024.0) return format_fixed(b / 1024.0, 1, " KiB");
+  return format_fixed(b, 0, " B");
 }
 
 double share(int64_t part, int64_t whole) {
@@ -71,7 +65,7 @@ void sync_rule(const Overview& o, std::vector<Recommendation>& out) {
   if (host_wait < o.thresholds.sync_host_wait_pct) return;
   const SyncStats& top = o.syncs.front();
   out.push_back({"sync",
-                 "CPU blocked in synchronisation for " + pct_text(pct) + " of step time (" + fmt(per_step, 1) +
+                 "CPU blocked in synchronisation for " + pct_text(pct) + " of step time (" + format_fixed(per_step, 1) +
                      " per step, most in " + top.name + ", " +
                      time_text(static_cast<double>(top.stall_ns) / static_cast<double>(top.calls)) +
                      " each), and after it GPU " + std::to_string(d->device) + " waits for the host " +
@@ -91,7 +85,7 @@ void short_kernel_rule(const Overview& o, std::vector<Recommendation>& out) {
   out.push_back({"short_kernels",
                  pct_text(pct) + " of GPU kernel time in kernels shorter than " +
                      time_text(static_cast<double>(o.thresholds.short_kernel_ns)) + " (" +
-                     fmt(static_cast<double>(l.short_kernels) / static_cast<double>(o.steps.size()), 1) +
+                     format_fixed(static_cast<double>(l.short_kernels) / static_cast<double>(o.steps.size()), 1) +
                      " per step, median " + time_text(static_cast<double>(l.duration.p50_ns)) +
                      "; GPU " + std::to_string(d->device) + " idle " + pct_text(waiting) +
                      " of step time waiting for launches): fuse them with torch.compile, or capture the "
@@ -115,7 +109,7 @@ void pageable_rule(const Overview& o, std::vector<Recommendation>& out) {
   const double gbps = ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0;
   out.push_back({"pageable_copies",
                  directions + " copies from pageable memory: " + bytes_text(static_cast<double>(bytes)) + " at " +
-                     fmt(gbps, 2, " GB/s") + " (" + std::to_string(calls) + (calls == 1 ? " copy, " : " copies, ") + pct_text(pct) +
+                     format_fixed(gbps, 2, " GB/s") + " (" + std::to_string(calls) + (calls == 1 ? " copy, " : " copies, ") + pct_text(pct) +
                      " of step time): pin the host buffers (pin_memory=True on the DataLoader, "
                      "tensor.pin_memory()) and copy with non_blocking=True",
                  pct, o.thresholds.pageable_pct});

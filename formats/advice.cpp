@@ -3,22 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/text.h"
 #include "formats/table.h"
 
 namespace torchprof {
 
 namespace {
 
-// `v` with `decimals` decimals, then `unit`.
-std::string fmt(double v, int decimals, const char* unit = "") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, unit);
-  return buf;
-}
-
 std::string t(double ns) { return format_time_us(ns / 1000.0); }
 
-std::string pct(double part, double whole) { return fmt(whole > 0 ? 100.0 * part / whole : 0.0, 1, "%"); }
+std::string pct(double part, double whole) { return format_fixed(whole > 0 ? 100.0 * part / whole : 0.0, 1, "%"); }
 
 std::string pad(const std::string& s, size_t width, bool left = false) {
   if (s.size() >= width) return s;
@@ -26,10 +20,10 @@ std::string pad(const std::string& s, size_t width, bool left = false) {
 }
 
 std::string bytes_text(double b) {
-  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt(b / (1024.0 * 1024.0 * 1024.0), 2, " GiB");
-  if (b >= 1024.0 * 1024.0) return fmt(b / (1024.0 * 1024.0), 1, " MiB");
-  if (b >= 1024.0) return fmt(b / 1024.0, 1, " KiB");
-  return fmt(b, 0, " B");
+  if (b >= 1024.0 * 1024.0 * 1024.0) return format_fixed(b / (1024.0 * 1024.0 * 1024.0), 2, " GiB");
+  if (b >= 1024.0 * 1024.0) return format_fixed(b / (1024.0 * 1024.0), 1, " MiB");
+  if (b >= 1024.0) return format_fixed(b / 1024.0, 1, " KiB");
+  return format_fixed(b, 0, " B");
 }
 
 void breakdown(const Overview& o, std::string& out) {
@@ -103,7 +97,7 @@ void copies(const Overview& o, std::string& out) {
   out += "\nCopies\n";
   for (const CopyStats& c : o.copies) {
     out += "  " + pad(c.name, 36, true) + pad(std::to_string(c.calls) + " x", 8) +
-           pad(bytes_text(static_cast<double>(c.bytes)), 12) + pad(fmt(c.gb_per_s(), 2, " GB/s"), 13) +
+           pad(bytes_text(static_cast<double>(c.bytes)), 12) + pad(format_fixed(c.gb_per_s(), 2, " GB/s"), 13) +
            (c.pageable ? "  pageable host memory" : "") + "\n";
   }
 }
@@ -111,7 +105,7 @@ void copies(const Overview& o, std::string& out) {
 void syncs(const Overview& o, std::string& out) {
   if (o.syncs.empty()) return;
   out += "\nSynchronisations that block the CPU: " + std::to_string(o.syncs_in_steps) + " (" +
-         fmt(static_cast<double>(o.syncs_in_steps) / static_cast<double>(o.steps.size()), 1) + " per step), " +
+         format_fixed(static_cast<double>(o.syncs_in_steps) / static_cast<double>(o.steps.size()), 1) + " per step), " +
          pct(static_cast<double>(o.sync_stall_ns), static_cast<double>(o.total_ns)) + " of step time\n";
   for (const SyncStats& s : o.syncs) {
     out += "  " + pad(s.name, 36, true) + pad(std::to_string(s.calls) + " x", 8) + pad(t(static_cast<double>(s.stall_ns)), 12) +

@@ -1,12 +1,9 @@
 #include "inject/cupti_activity.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -18,6 +15,7 @@
 #include "inject/cupti_share.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
+#include "inject/threads.h"
 
 namespace torchprof::inject {
 namespace {
@@ -307,7 +305,7 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
 void buffer_done(uint8_t* data) {
   give_back(data);
   g_converted.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_converted), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  wake_count_waiters(&g_converted);
 }
 
 // A record CUPTI cannot step over ends the walk of its buffer: what is left is
@@ -435,15 +433,7 @@ int gpu_buffers_outstanding() {
 bool gpu_activity_wait_converted(uint64_t deadline_ns) {
   const uint32_t target = g_completed.load(std::memory_order_acquire);
   if (ProcessState* ps = process_state()) sem_post(&ps->wake);
-  for (;;) {
-    const uint32_t done = g_converted.load(std::memory_order_acquire);
-    if (static_cast<int32_t>(done - target) >= 0) return true;
-    const uint64_t now = now_ns();
-    if (now >= deadline_ns) return false;
-    const uint64_t left = deadline_ns - now;
-    timespec rel{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_converted), FUTEX_WAIT_PRIVATE, done, &rel, nullptr, 0);
-  }
+  return wait_for_count(&g_converted, target, deadline_ns);
 }
 
 bool gpu_activity_enabled() {

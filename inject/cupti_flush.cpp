@@ -1,21 +1,17 @@
 #include "inject/cupti_flush.h"
 
-#include <linux/futex.h>
-#include <pthread.h>
 #include <semaphore.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <climits>
-#include <csignal>
 #include <ctime>
 
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/cupti_api.h"
 #include "inject/process_state.h"
+#include "inject/threads.h"
 
 namespace torchprof::inject {
 namespace {
@@ -61,7 +57,7 @@ void* flush_main(void*) {
     const bool forced = g_forced.exchange(false, std::memory_order_acq_rel);
     TP_CUPTI_CALL(flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
     g_done.store(want, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_done), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+    wake_count_waiters(&g_done);
   }
   return nullptr;
 }
@@ -71,16 +67,7 @@ void* flush_main(void*) {
 bool cupti_flush_start() {
   if (g_running.load(std::memory_order_acquire)) return true;
   if (sem_init(&g_request, /*pshared=*/0, /*value=*/0) != 0) return false;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  g_running.store(pthread_create(&thread, &attr, flush_main, nullptr) == 0, std::memory_order_release);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  g_running.store(start_background_thread(flush_main, nullptr), std::memory_order_release);
   return g_running.load(std::memory_order_relaxed);
 }
 
@@ -89,16 +76,7 @@ bool cupti_flush_bounded(uint32_t timeout_ms, bool forced) {
   if (forced) g_forced.store(true, std::memory_order_release);
   const uint32_t mine = g_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
   sem_post(&g_request);
-  const uint64_t deadline = now_ns() + uint64_t{timeout_ms} * 1000000ull;
-  for (;;) {
-    const uint32_t done = g_done.load(std::memory_order_acquire);
-    if (static_cast<int32_t>(done - mine) >= 0) return true;
-    const uint64_t now = now_ns();
-    if (now >= deadline) return false;
-    const uint64_t left = deadline - now;
-    timespec rel{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_done), FUTEX_WAIT_PRIVATE, done, &rel, nullptr, 0);
-  }
+  return wait_for_count(&g_done, mine, now_ns() + uint64_t{timeout_ms} * 1000000ull);
 }
 
 void cupti_flush_stop_periodic() { g_periodic.store(false, std::memory_order_release); }

@@ -24,6 +24,7 @@
 #include "inject/cupti_activity.h"
 #include "inject/cupti_tracer.h"
 #include "inject/segment_pool.h"
+#include "inject/threads.h"
 #include "inject/tsc_clock.h"
 
 namespace torchprof::inject {
@@ -379,16 +380,7 @@ void* flusher_main(void* arg) {
 }  // namespace
 
 bool start_flusher(ProcessState* ps) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_t thread;
-  bool ok = pthread_create(&thread, &attr, flusher_main, ps) == 0;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  const bool ok = start_background_thread(flusher_main, ps);
   ps->flusher_running.store(ok, std::memory_order_release);
   if (!ok) notice(LogLevel::kWarn, "cannot start the flusher thread; events of this process are dropped");
   return ok;

@@ -15,29 +15,15 @@ from tp import check, check_eq
 MIB = 1 << 20
 
 
-def _start(args, env_extra=None):
-    tp.require_tool()
-    env = dict(os.environ, **(env_extra or {}))
-    argv = [tp.bin_path("torchprof-run")] + [str(a) for a in args]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
-
-
-def _wait_line(proc, prefix, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if line.startswith(prefix):
-            return line
-        check(line != "", f"the program ended before printing {prefix!r}")
-    raise tp.CheckFailed(f"no {prefix!r} line within {timeout}s")
 
 
 def _stalled_burst(marks, stall_s, env_extra=None):
     """rel_burst under torchprof-run, the launcher (and so the collector) stopped for
     `stall_s` from just before the burst: the flusher cannot send, the buffers must hold it."""
     out = os.path.join(tp.fresh_dir("burst"), "out")
-    proc = _start(["-o", out, "--", tp.program("rel_burst"), marks, 300], env_extra)
-    _wait_line(proc, "ready pid=")
+    proc = tp.start_tool(["-o", out, "--", tp.program("rel_burst"), marks, 300],
+                         env=dict(os.environ, **(env_extra or {})))
+    tp.wait_line(proc, "ready pid=")
     os.kill(proc.pid, signal.SIGSTOP)
     time.sleep(stall_s)
     os.kill(proc.pid, signal.SIGCONT)
@@ -138,7 +124,9 @@ def gpu_cap():
     r, s, p, got = _gpu_run(kernels, {"TORCHPROF_BUFFER_LIMIT": "10M"})
     check(p["buffer_peak_bytes"] <= 10 * MIB, f"peak {p['buffer_peak_bytes']} bytes under a 10 MiB cap")
     lost_by_us = sum(t["dropped"] for t in p["threads"] if t["tid"] & 0x40000000)  # the GPU stream's
-    check(got + s["cupti_dropped"] <= kernels <= got + s["cupti_dropped"] + lost_by_us,
+    # CUPTI's count covers records of every kind: the run's device, context and
+    # synchronization records may be among those it dropped.
+    check(got + s["cupti_dropped"] - 3 <= kernels <= got + s["cupti_dropped"] + lost_by_us,
           f"kernels: {got} delivered, {s['cupti_dropped']} dropped by CUPTI, {lost_by_us} lost of {kernels}")
     check(s["cupti_dropped"] > 0 or p["buffer_peak_bytes"] >= 9 * MIB,
           f"CUPTI was never short of a buffer (peak {p['buffer_peak_bytes']} bytes): the test did not press it")

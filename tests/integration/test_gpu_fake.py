@@ -223,8 +223,8 @@ def check_figures(scenario, overview):
     host_wait = 100 * device["host_wait_ns"] / device["steps_ns"]
     if scenario == "loader":
         # Step 0 is 3ms of loading + 1ms of kernel; later steps load 2ms beside the kernel.
-        check(45 <= pct["dataloader"] <= 95, f"DataLoader share {pct['dataloader']}%")
-        check(host_wait > 50, f"GPU waiting for the host {host_wait:.1f}%")
+        tp.check_timing(45 <= pct["dataloader"] <= 95, f"DataLoader share {pct['dataloader']}%")
+        tp.check_timing(host_wait > 50, f"GPU waiting for the host {host_wait:.1f}%")
     elif scenario == "tiny":
         launches = overview["launches"]
         check_eq(launches["kernels"], 400, "kernels")
@@ -235,14 +235,14 @@ def check_figures(scenario, overview):
         pageable = overview["copies"]["pageable"]
         check_eq((pageable["calls"], pageable["bytes"], pageable["total_ns"]), (4, 4 * 16777216, 4 * 2000000),
                  "pageable copies (calls, bytes, GPU time)")
-        check(pct["memcpy"] > 70, f"memcpy share {pct['memcpy']}%")
+        tp.check_timing(pct["memcpy"] > 70, f"memcpy share {pct['memcpy']}%")
     elif scenario == "syncstep":
         syncs = overview["syncs"]
         check_eq((syncs["calls"], syncs["per_step"]), (4, 1.0), "synchronisations in the steps")
         check_eq(syncs["rows"][0]["name"], "cudaDeviceSynchronize", "the synchronising call")
-        check(syncs["step_pct"] > 50, f"CPU blocked {syncs['step_pct']}% of the step")
+        tp.check_timing(syncs["step_pct"] > 50, f"CPU blocked {syncs['step_pct']}% of the step")
     else:
-        check(device["utilization_pct"] > 75, f"utilisation {device['utilization_pct']}%")
+        tp.check_timing(device["utilization_pct"] > 75, f"utilisation {device['utilization_pct']}%")
 
 
 def advice_check(scenario):

@@ -86,29 +86,14 @@ def sigset():
     ended("sigset", 128 + signal.SIGSEGV, old_default)
 
 
-def _popen_tool(args, env=None):
-    tp.require_tool()
-    argv = [tp.bin_path("torchprof-run")] + [str(a) for a in args]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=env)
-
-
-def _read_line(proc, prefix, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if line.startswith(prefix):
-            return line
-        check(line != "", f"the program ended before printing {prefix!r}")
-    raise tp.CheckFailed(f"no {prefix!r} line within {timeout}s")
 
 
 def sigkill_target():
     """SIGKILL of the target: what was flushed before is kept, the loss is bounded by the
     flush interval and reported, and the exit status is 128+9."""
     out = os.path.join(tp.fresh_dir("sigkill"), "out")
-    proc = _popen_tool(["-o", out, "--", tp.program("rel_ends"), "sleep", RANGES])
-    line = _read_line(proc, "ready pid=")
+    proc = tp.start_tool(["-o", out, "--", tp.program("rel_ends"), "sleep", RANGES])
+    line = tp.wait_line(proc, "ready pid=")
     pid = int(line.split("=")[1])
     time.sleep(0.5)  # many flush intervals (20 ms)
     os.kill(pid, signal.SIGKILL)
@@ -136,8 +121,8 @@ FLOOD_ITERATIONS = 800_000  # 2-4 s of marks at 2 us apart
 
 def _flood(stop_launcher):
     out = os.path.join(tp.fresh_dir("flood"), "out")
-    proc = _popen_tool(["-o", out, "--", tp.program("rel_flood"), FLOOD_ITERATIONS, 2])
-    _read_line(proc, "flooding pid=")
+    proc = tp.start_tool(["-o", out, "--", tp.program("rel_flood"), FLOOD_ITERATIONS, 2])
+    tp.wait_line(proc, "flooding pid=")
     if stop_launcher:
         time.sleep(0.2)
         os.kill(proc.pid, signal.SIGSTOP)
@@ -195,8 +180,8 @@ def collector_killed():
     out = os.path.join(parent, "out")
     done = os.path.join(parent, "done")
     env = dict(os.environ, TP_DONE_FILE=done)
-    proc = _popen_tool(["-o", out, "--", tp.program("rel_flood"), 400_000, 2], env=env)
-    line = _read_line(proc, "flooding pid=")
+    proc = tp.start_tool(["-o", out, "--", tp.program("rel_flood"), 400_000, 2], env=env)
+    line = tp.wait_line(proc, "flooding pid=")
     target = int(line.split("=")[1])
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)

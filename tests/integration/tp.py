@@ -42,6 +42,13 @@ def check(cond, message):
         raise CheckFailed(message)
 
 
+def check_timing(cond, message):
+    """A check on figures that follow from busy waits (shares of a step, utilisation): a
+    failure is retried as a timing check is."""
+    if not cond:
+        raise TimingCheckFailed(message)
+
+
 def check_eq(actual, expected, what):
     check(actual == expected, f"{what}: expected {expected!r}, got {actual!r}")
 
@@ -169,6 +176,27 @@ def run_tool(tool_args, timeout=90, env=None):
     require_tool()
     argv = [bin_path("torchprof-run")] + [str(a) for a in tool_args]
     return _run(argv, timeout, None, env)
+
+
+def start_tool(tool_args, env=None):
+    """bin/torchprof-run with these arguments, started and left running (stdout piped,
+    for wait_line)."""
+    require_tool()
+    argv = [bin_path("torchprof-run")] + [str(a) for a in tool_args]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env)
+
+
+def wait_line(proc, prefix, timeout=30):
+    """The first line of `proc`'s stdout that starts with `prefix` (fails when the program
+    ends first or none comes within `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if line.startswith(prefix):
+            return line
+        check(line != "", f"the program ended before printing {prefix!r}")
+    raise CheckFailed(f"no {prefix!r} line within {timeout}s")
 
 
 def run_report(args, timeout=90):

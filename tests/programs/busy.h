@@ -4,7 +4,9 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline int64_t tp_now_ns(void) {
@@ -48,4 +50,18 @@ static inline double tp_arg(int argc, char** argv, int i, double fallback) {
   double v = strtod(argv[i], &end);
   if (end == argv[i] || *end != '\0') exit(2);
   return v;
+}
+
+// A "VmRSS:"-style field of /proc/self/status in kB (`field` with its colon), or -1.
+static inline long tp_status_kb(const char* field) {
+  FILE* f = fopen("/proc/self/status", "r");
+  if (f == NULL) return -1;
+  char line[256];
+  long kb = -1;
+  size_t n = strlen(field);
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, field, n) == 0) kb = strtol(line + n, NULL, 10);
+  }
+  fclose(f);
+  return kb;
 }

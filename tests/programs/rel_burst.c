@@ -19,18 +19,6 @@
 
 #include "busy.h"
 
-static long rss_kb(void) {
-  FILE* f = fopen("/proc/self/status", "r");
-  if (f == NULL) return -1;
-  char line[256];
-  long kb = -1;
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (strncmp(line, "VmRSS:", 6) == 0) kb = strtol(line + 6, NULL, 10);
-  }
-  fclose(f);
-  return kb;
-}
-
 int main(int argc, char** argv) {
   long marks = (long)tp_arg(argc, argv, 1, 1000000);
   double pause_ms = tp_arg(argc, argv, 2, 500);
@@ -40,13 +28,13 @@ int main(int argc, char** argv) {
   printf("ready pid=%d\n", (int)getpid());
   fflush(stdout);
   usleep((useconds_t)(pause_ms * 1000));
-  long before = rss_kb();
+  long before = tp_status_kb("VmRSS:");
   for (long i = 0; i < marks; ++i) nvtxMarkA("burst");
-  long burst = rss_kb();
+  long burst = tp_status_kb("VmRSS:");
   int64_t start = tp_now_ns();
   long after = burst;
   while ((double)(tp_now_ns() - start) < settle_ms * 1e6) {
-    after = rss_kb();
+    after = tp_status_kb("VmRSS:");
     if (after <= before + settle_kb) break;
     usleep(10000);
   }

@@ -19,18 +19,6 @@
 
 #include "busy.h"
 
-static long vm_hwm_kb(void) {
-  FILE* f = fopen("/proc/self/status", "r");
-  if (f == NULL) return -1;
-  char line[256];
-  long kb = -1;
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
-  }
-  fclose(f);
-  return kb;
-}
-
 int main(int argc, char** argv) {
   long iterations = (long)tp_arg(argc, argv, 1, 1000000);
   double spin_us = tp_arg(argc, argv, 2, 2);
@@ -51,7 +39,7 @@ int main(int argc, char** argv) {
   int64_t wall = tp_now_ns() - start;
   char line[256];
   snprintf(line, sizeof line, "emitted=%ld wall_ns=%lld max_gap_ns=%lld hwm_kb=%ld\n", iterations + 1,
-           (long long)wall, (long long)max_gap, vm_hwm_kb());
+           (long long)wall, (long long)max_gap, tp_status_kb("VmHWM:"));
   fputs(line, stdout);
   fflush(stdout);
   const char* done = getenv("TP_DONE_FILE");
