@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/cupti_activity.h"
@@ -68,6 +69,7 @@ void on_fork_child() {
 uint64_t CUPTIAPI our_timestamp() { return now_ns(); }
 
 void record_call(Kind kind, CUpti_CallbackId cbid, const CUpti_CallbackData* cb, uint64_t enter, uint64_t exit) {
+  if (!capture::records(capture::word())) return;  // paused: on-demand capture (capture_control.h)
   CallbackGuard guard;
   if (!guard.entered()) return;
   ThreadBuffer* tb = current_buffer();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "formats/wire/frame_codec.h"
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
@@ -80,6 +81,9 @@ class Flusher {
   uint64_t take_records(ThreadBuffer* tb, uint64_t& pos, uint64_t head, uint32_t& slots);
   void send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
   void send_bye(int32_t kind, int32_t status);
+  // On-demand capture: applies the collector's Control messages, reports the windows
+  // this process's step boundaries opened or closed (capture_control.h).
+  void exchange_control();
   void retire(ThreadBuffer* tb);
   [[noreturn]] void end_orphaned_process();
 
@@ -94,6 +98,7 @@ class Flusher {
   std::vector<ThreadBuffer*> snapshot_;
   std::vector<ThreadBuffer*> dead_;
   ThreadBuffer* gpu_ = nullptr;  // the GPU stream; this thread is its only producer
+  ThreadBuffer* control_ = nullptr;  // capture window records of applied Controls
   uint64_t retired_emitted_ = 0;  // totals of threads already freed
   uint64_t retired_dropped_ = 0;
   uint64_t retired_lost_ = 0;     // of those, records in frames that could not be sent
@@ -135,6 +140,7 @@ void Flusher::run() {
       continue;
     }
     if (final) cupti_flush_for_exit(config().exit_timeout_ms / 2);
+    exchange_control();
     pump_gpu();
     drain_all(final);
     if (!final) continue;
@@ -177,6 +183,19 @@ void Flusher::drain_all(bool final) {
     if (dead) dead_.push_back(tb);
   }
   for (ThreadBuffer* tb : dead_) retire(tb);
+}
+
+void Flusher::exchange_control() {
+  if (!conn_.up()) return;
+  wire::Control controls[8];
+  const int n = conn_.poll_control(controls, 8);
+  for (int i = 0; i < n; ++i) {
+    if (control_ == nullptr) control_ = capture::create_control_stream(ps_);
+    capture::control(control_, controls[i]);
+  }
+  wire::WindowEvent events[2];
+  const int m = capture::take_window_events(events, 2);
+  for (int i = 0; i < m; ++i) conn_.send_window_event(events[i]);
 }
 
 void Flusher::pump_gpu() {

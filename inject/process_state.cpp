@@ -8,6 +8,7 @@
 #include <climits>
 #include <new>
 
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/flusher.h"
@@ -53,6 +54,7 @@ void fork_parent() {
 // (another thread of the parent may have been writing them at fork time).
 void fork_child() {
   registry_fork_child();
+  capture::fork_child();
   pthread_mutex_init(&g_init_mu, nullptr);
   g_forked = true;
   g_state.store(nullptr, std::memory_order_release);
