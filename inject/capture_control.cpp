@@ -174,6 +174,12 @@ int paused_push(ThreadBuffer* tb, uint16_t domain) {
   return level;
 }
 
+bool collects_gpu_after(const wire::Control& c) {
+  uint64_t w = word();
+  apply_control(w, c, g_has_steps.load(std::memory_order_relaxed) || program_marks_steps());
+  return collects_gpu(w);
+}
+
 int take_window_events(wire::WindowEvent* out, int max) {
   int n = 0;
   const uint32_t opened = g_opened.load(std::memory_order_acquire);

@@ -49,6 +49,10 @@ inline uint64_t make_word(Mode m, uint32_t steps, uint32_t window) {
   return static_cast<uint64_t>(m) | (uint64_t{steps & 0x3fffffffu} << 2) | (uint64_t{window} << 32);
 }
 inline bool records(uint64_t w) { return mode_of(w) == kRecording || mode_of(w) == kCounting; }
+// Whether CUPTI's activity kinds are to be on: while recording, and while a trigger is
+// armed, so that the GPU work of the window's first step is not missed while the
+// flusher catches up (what runs before the window falls outside its steps).
+inline bool collects_gpu(uint64_t w) { return mode_of(w) != kPaused; }
 // Whether the process records as usual: one load and one predictable branch.
 inline bool fast() { return mode_of(word()) == kRecording; }
 
@@ -105,6 +109,9 @@ ThreadBuffer* create_control_stream(ProcessState* ps);
 // Applies a Control from the collector and writes its window record into
 // `tb` (the flusher's own control stream).
 void control(ThreadBuffer* tb, const wire::Control& c);
+// Whether applying `c` now would leave activity collection on (the flusher enables the
+// kinds before a start takes effect).
+bool collects_gpu_after(const wire::Control& c);
 // Window events that a step boundary produced since the last call, for the collector.
 // Returns how many were written to `out` (at most `max`).
 int take_window_events(wire::WindowEvent* out, int max);

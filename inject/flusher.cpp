@@ -186,13 +186,16 @@ void Flusher::drain_all(bool final) {
 }
 
 void Flusher::exchange_control() {
-  if (!conn_.up()) return;
   wire::Control controls[8];
-  const int n = conn_.poll_control(controls, 8);
+  const int n = conn_.up() ? conn_.poll_control(controls, 8) : 0;
   for (int i = 0; i < n; ++i) {
     if (control_ == nullptr) control_ = capture::create_control_stream(ps_);
+    // GPU activity is switched on before recording starts, and off after it stopped.
+    if (capture::collects_gpu_after(controls[i])) cupti_follow_recording(true);
     capture::control(control_, controls[i]);
   }
+  cupti_follow_recording(capture::collects_gpu(capture::word()));
+  if (!conn_.up()) return;
   wire::WindowEvent events[2];
   const int m = capture::take_window_events(events, 2);
   for (int i = 0; i < m; ++i) conn_.send_window_event(events[i]);

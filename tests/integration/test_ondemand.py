@@ -19,14 +19,14 @@ STEP_RE = "ProfilerStep#"
 class Live:
     """torchprof-run started in the background; the test talks to it meanwhile."""
 
-    def __init__(self, args, options=("--paused",)):
+    def __init__(self, args, options=("--paused",), program="ondemand_loop", env=None):
         tp.require_tool()
         self.parent = tp.fresh_dir("ondemand")
         self.out = os.path.join(self.parent, "out")
         self.argv = [tp.bin_path("torchprof-run"), "-o", self.out] + list(options) + \
-            ["--", tp.program("ondemand_loop")] + [str(a) for a in args]
+            ["--", tp.program(program)] + [str(a) for a in args]
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
         deadline = time.monotonic() + 20
         while not os.path.exists(os.path.join(self.out, ".control")):
             check(self.proc.poll() is None, "torchprof-run ended before its control file appeared")
@@ -205,6 +205,30 @@ def signal_toggle():
     check(step_numbers(s, pid)[0] > 10, "recording started after the first steps")
 
 
+def gpu_trigger():
+    """With the fake libcupti: a trigger of 3 steps records those steps' launches and
+    kernels only (activity kinds are off while paused, on from the trigger)."""
+    fake = os.environ.get("TP_FAKE_CUPTI_LIB") or tp.lib_path("fake_cupti/libfake_cupti.so")
+    if not os.path.exists(fake):
+        print(f"SKIP: no fake libcupti at {fake}")
+        return
+    script = "repeat:250{range:ProfilerStep#{kernel:k1:200us;sleep:8ms}};sync"
+    run = Live([script], program="gpu_workload", env={"TORCHPROF_CUPTI_LIB": fake})
+    time.sleep(1)
+    run.control("trigger", run.out, "--steps", 3, "--wait", 20)
+    res = run.finish()
+    s = res.summary
+    check_eq(tp.op(s, "ProfilerStep*")["calls"], 3, "ProfilerStep* calls")
+    kernels = [o for o in s["ops"] if o["kind"] == "kernel"]
+    check_eq([(o["name"], o["calls"]) for o in kernels], [("k1", 3)], "kernel rows")
+    launches = [o for o in s["ops"] if o["kind"] == "cuda_api" and "Launch" in o["name"]]
+    check_eq(sum(o["calls"] for o in launches), 3, f"launch calls {launches}")
+    check_eq(tp.op(s, "ProfilerStep*")["cuda_total_ns"], 3 * 200000, "CUDA time of the captured steps")
+    gpu = [e for _, t in res.traces for e in tp.trace_events(t, ph="X", cat="kernel")]
+    check(3 <= len(gpu) <= 5, f"kernels in the traces: {len(gpu)} of 250 launched (3, and at most the "
+                              "two launched while the trigger was armed)")
+
+
 if __name__ == "__main__":
     sys.exit(tp.main({f.__name__: f for f in (trigger_three_steps, two_triggers, start_stop_fork, other_uid_refused,
-                                              finished_run, signal_toggle)}))
+                                              finished_run, signal_toggle, gpu_trigger)}))
