@@ -5,12 +5,15 @@
 // S steps, each a "ProfilerStep#k" range holding two "work" ranges, sleeping STEP_MS in
 // all (sleeps, not busy waits: the tests count events, they do not time them). With
 // FORK=1 the program first forks a child that does "child_work" ranges (no steps) every
-// 5 ms for as long as the parent runs. At the end it prints
+// 5 ms for as long as the parent runs; with FORK=2 the child is forked after S/5 steps
+// and execs this program as `ondemand_loop --child` to do the same (a process that
+// connects late, from a fresh image). At the end it prints
 //   ondemand_loop: S steps, 2S work ranges
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,15 +38,23 @@ static int child_loop(void) {
 
 int main(int argc, char** argv) {
   nvtxInitialize(NULL);
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return child_loop();
   const int steps = argc > 1 ? atoi(argv[1]) : 300;
   const double step_ms = argc > 2 ? atof(argv[2]) : 10;
   const int with_child = argc > 3 ? atoi(argv[3]) : 0;
   pid_t child = -1;
-  if (with_child) {
+  if (with_child == 1) {
     child = fork();
     if (child == 0) return child_loop();
   }
   for (int k = 0; k < steps; ++k) {
+    if (with_child == 2 && k == steps / 5) {
+      child = fork();
+      if (child == 0) {
+        execl("/proc/self/exe", argv[0], "--child", (char*)NULL);
+        _exit(127);
+      }
+    }
     char name[32];
     snprintf(name, sizeof name, "ProfilerStep#%d", k);
     nvtxRangePushA(name);
