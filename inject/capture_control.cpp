@@ -1,5 +1,7 @@
 #include "inject/capture_control.h"
 
+#include <semaphore.h>
+
 #include <cstring>
 
 #include "inject/clock.h"
@@ -126,6 +128,9 @@ bool step_boundary(ThreadBuffer* tb, uint64_t at) {
           g_closed_ts.store(ts, std::memory_order_relaxed);
           g_closed.store(s.window, std::memory_order_release);
         }
+        // Once per window edge: the flusher switches CUPTI's kinds and tells the
+        // collector now rather than at its next round.
+        if (tb != nullptr && tb->wake != nullptr) sem_post(tb->wake);
       }
       return records(next);
     }
