@@ -172,12 +172,6 @@ bool admit(ThreadBuffer* tb, const char* text) {
   return records(w);
 }
 
-int paused_push(ThreadBuffer* tb, uint16_t domain) {
-  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
-  const int level = tb->depth[slot]++;
-  if (level >= 0 && level < 64) tb->unrecorded[slot] |= uint64_t{1} << level;
-  return level;
-}
 
 bool collects_gpu_after(const wire::Control& c) {
   uint64_t w = word();

@@ -28,11 +28,11 @@
 #include <cstdint>
 
 #include "formats/wire/wire.h"
+#include "inject/process_state.h"
+#include "inject/thread_buffer.h"
 
 namespace torchprof::inject {
 
-struct ThreadBuffer;
-struct ProcessState;
 
 namespace capture {
 
@@ -92,12 +92,49 @@ bool admit(ThreadBuffer* tb, const char* text);
 
 // A push while paused: the level is counted and marked as not recorded (levels below
 // 64), so that record_pop() leaves out its pop but records the pop of a level that was.
-int paused_push(ThreadBuffer* tb, uint16_t domain);
+inline int paused_push(ThreadBuffer* tb, uint16_t domain) {
+  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
+  const int level = tb->depth[slot]++;
+  if (level >= 0 && level < 64) tb->unrecorded[slot] |= uint64_t{1} << level;
+  return level;
+}
+
 // In record_pop while recording: true (and the mark cleared) when the push of `level`
 // was made while paused, so its pop is not recorded either.
 inline bool skip_pop(uint64_t& unrecorded, int level) {
   if (level >= 64 || ((unrecorded >> level) & 1) == 0) return false;
   unrecorded &= ~(uint64_t{1} << level);
+  return true;
+}
+
+// The paused fast path, before any guard: true (and *level set) when the call is
+// done. Only in plain kPaused, on a thread that has its buffer and is not inside one
+// of our callbacks; anything else (armed, first event, re-entry) takes the full path.
+inline ThreadBuffer* paused_buffer(uint64_t w) {
+  if (mode_of(w) != kPaused) return nullptr;
+  const ThreadSlot& s = t_slot;
+  if (s.busy || s.buf == nullptr || s.gen != g_generation.load(std::memory_order_relaxed)) return nullptr;
+  return s.buf;
+}
+inline bool paused_push_fast(uint64_t w, uint16_t domain, int* level) {
+  ThreadBuffer* tb = paused_buffer(w);
+  if (tb == nullptr) return false;
+  *level = paused_push(tb, domain);
+  return true;
+}
+// A pop of a level pushed while paused (or of nothing) ends here; the pop of a level
+// that was recorded takes the full path, which records it.
+inline bool paused_pop_fast(uint64_t w, uint16_t domain, int* level) {
+  ThreadBuffer* tb = paused_buffer(w);
+  if (tb == nullptr) return false;
+  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
+  int32_t& depth = tb->depth[slot];
+  if (depth <= 0) {
+    *level = -1;
+    return true;
+  }
+  if (!skip_pop(tb->unrecorded[slot], depth - 1)) return false;
+  *level = --depth;
   return true;
 }
 // The Python bootstrap's and the program's step markers set this.

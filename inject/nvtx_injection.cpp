@@ -82,6 +82,17 @@ const char* ascii_message(const nvtxEventAttributes_t* a) {
 using capture::fast;
 using capture::admit;
 
+// Paused (not armed): a push or pop ends here, before the guard (capture_control.h).
+#define TP_PAUSED_PUSH(domain)                                                          \
+  if (const uint64_t w_ = capture::word(); __builtin_expect(capture::mode_of(w_) != capture::kRecording, 0)) { \
+    int level_;                                                                           \
+    if (capture::paused_push_fast(w_, domain, &level_)) return level_;                    \
+  }
+#define TP_PAUSED_POP(domain)                                                           \
+  if (const uint64_t w_ = capture::word(); __builtin_expect(capture::mode_of(w_) != capture::kRecording, 0)) { \
+    int level_;                                                                           \
+    if (capture::paused_pop_fast(w_, domain, &level_)) return level_;                     \
+  }
 #define TP_GATE_PUSH(domain, text) \
   if (__builtin_expect(!fast(), 0) && !admit(tb, text)) return capture::paused_push(tb, domain)
 #define TP_GATE(text, fallback) \
@@ -130,22 +141,26 @@ void range_end(nvtxRangeId_t id) {
   record_end(tb, 0, id);
 }
 int push_ex(const nvtxEventAttributes_t* a) {
+  TP_PAUSED_PUSH(0);
   TP_ENTER(-1);
   TP_GATE_PUSH(0, ascii_message(a));
   EventFields f = parse(tb, a);
   return record_push(tb, 0, f.name, f.attr, f.payload);
 }
 int push_a(const char* m) {
+  TP_PAUSED_PUSH(0);
   TP_ENTER(-1);
   TP_GATE_PUSH(0, m);
   return record_push(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 int push_w(const wchar_t* m) {
+  TP_PAUSED_PUSH(0);
   TP_ENTER(-1);
   TP_GATE_PUSH(0, nullptr);
   return record_push(tb, 0, wide_name(tb, m), 0, 0);
 }
 int range_pop() {
+  TP_PAUSED_POP(0);
   TP_ENTER(-1);
   return record_pop(tb, 0);
 }
@@ -188,12 +203,14 @@ void d_range_end(nvtxDomainHandle_t d, nvtxRangeId_t id) {
   record_end(tb, domain_id(d), id);
 }
 int d_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  TP_PAUSED_PUSH(domain_id(d));
   TP_ENTER(-1);
   TP_GATE_PUSH(domain_id(d), ascii_message(a));
   EventFields f = parse(tb, a);
   return record_push(tb, domain_id(d), f.name, f.attr, f.payload);
 }
 int d_pop(nvtxDomainHandle_t d) {
+  TP_PAUSED_POP(domain_id(d));
   TP_ENTER(-1);
   return record_pop(tb, domain_id(d));
 }
@@ -239,6 +256,8 @@ void domain_destroy(nvtxDomainHandle_t) {}
 void initialize(const void*) {}
 
 #undef TP_ENTER
+#undef TP_PAUSED_PUSH
+#undef TP_PAUSED_POP
 #undef TP_GATE_PUSH
 #undef TP_GATE
 #undef TP_GATE_END
