@@ -140,29 +140,45 @@ void range_end(nvtxRangeId_t id) {
   TP_GATE_END(id);
   record_end(tb, 0, id);
 }
-int push_ex(const nvtxEventAttributes_t* a) {
-  TP_PAUSED_PUSH(0);
+__attribute__((noinline)) int push_ex_full(const nvtxEventAttributes_t* a) {
   TP_ENTER(-1);
   TP_GATE_PUSH(0, ascii_message(a));
   EventFields f = parse(tb, a);
   return record_push(tb, 0, f.name, f.attr, f.payload);
 }
-int push_a(const char* m) {
+// The paused check first, in a frame of its own: no prologue before it.
+int push_ex(const nvtxEventAttributes_t* a) {
   TP_PAUSED_PUSH(0);
+  return push_ex_full(a);
+}
+__attribute__((noinline)) int push_a_full(const char* m) {
   TP_ENTER(-1);
   TP_GATE_PUSH(0, m);
   return record_push(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
-int push_w(const wchar_t* m) {
+// The paused check first, in a frame of its own: no prologue before it.
+int push_a(const char* m) {
   TP_PAUSED_PUSH(0);
+  return push_a_full(m);
+}
+__attribute__((noinline)) int push_w_full(const wchar_t* m) {
   TP_ENTER(-1);
   TP_GATE_PUSH(0, nullptr);
   return record_push(tb, 0, wide_name(tb, m), 0, 0);
 }
-int range_pop() {
-  TP_PAUSED_POP(0);
+// The paused check first, in a frame of its own: no prologue before it.
+int push_w(const wchar_t* m) {
+  TP_PAUSED_PUSH(0);
+  return push_w_full(m);
+}
+__attribute__((noinline)) int range_pop_full() {
   TP_ENTER(-1);
   return record_pop(tb, 0);
+}
+// The paused check first, in a frame of its own: no prologue before it.
+int range_pop() {
+  TP_PAUSED_POP(0);
+  return range_pop_full();
 }
 void name_category_a(uint32_t category, const char* name) {
   TP_ENTER();
