@@ -42,7 +42,8 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
       ->capture_default_str();
   app.add_option("--capture-range", options.capture_range,
                  "none (default) | cudaProfilerApi: only between cudaProfilerStart and "
-                 "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named");
+                 "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named | "
+                 "signal (run): start paused, each SIGUSR2 to torchprof-run starts or stops recording");
   app.add_flag("--group-by-input-shape", options.group_by_input_shape,
                "One table row per (operator, input shapes), with an Input Shapes column "
                "(run: implies --record-shapes)");

@@ -9,6 +9,7 @@
 
 #include "cli/check_command.h"
 #include "cli/command.h"
+#include "cli/control_command.h"
 #include "cli/diff_command.h"
 #include "cli/errors.h"
 #include "cli/report_command.h"
@@ -31,6 +32,9 @@ const Subcommand kSubcommands[] = {
     {"report", "Analyse a saved capture again", setup_report_command},
     {"diff", "Compare two runs op by op; --fail-on-regression for CI", setup_diff_command},
     {"check", "Fail (exit 1) when a run breaks --max/--min limits", setup_check_command},
+    {"start", "Start recording in a running capture (torchprof-run --paused)", setup_start_command},
+    {"stop", "Stop recording in a running capture", setup_stop_command},
+    {"trigger", "Record the next N steps of a running capture", setup_trigger_command},
 };
 
 constexpr const char* kExamples =
@@ -40,6 +44,7 @@ constexpr const char* kExamples =
     "  torchprof report torchprof_out --sort self_cpu_time_total --row-limit 20\n"
     "  torchprof diff before_out after_out --fail-on-regression --threshold 10\n"
     "  torchprof check torchprof_out --max step_time_avg=120ms\n"
+    "  torchprof-run --paused -o out -- python train.py &  torchprof trigger out --steps 5\n"
     "Results go to torchprof_out/: table.txt, summary.json, report.html (open in a browser),\n"
     "traces/ (TensorBoard, Perfetto). See man torchprof.\n";
 

@@ -75,6 +75,7 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
   if (!settings.python_path.empty()) set_var(env, "PYTHONPATH", python_path_value(env, settings.python_path));
   if (!settings.trace.empty()) set_var(env, env::kTrace, settings.trace);
   if (!settings.pytorch_ops.empty()) set_var(env, env::kPytorchOps, settings.pytorch_ops);
+  if (settings.paused) set_var(env, env::kPaused, "1");
   return env;
 }
 

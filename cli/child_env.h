@@ -14,6 +14,7 @@ struct ChildEnvSettings {
   std::string python_path;  // "" = not a Python target; else put first on PYTHONPATH
   std::string trace;        // TORCHPROF_TRACE (nvtx,cuda,gpu,memory,python); "" = inherited
   std::string pytorch_ops;  // TORCHPROF_PYTORCH_OPS ("ops[,shapes][,stack]"); "" = inherited
+  bool paused = false;      // TORCHPROF_PAUSED=1: the processes start with recording off
 };
 
 // `parent` (KEY=VALUE entries, as in environ) with the injection variables set:

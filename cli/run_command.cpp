@@ -8,9 +8,12 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "cli/child_env.h"
+#include "cli/control_registry.h"
 #include "cli/errors.h"
 #include "cli/inject_library.h"
 #include "cli/log.h"
@@ -20,6 +23,8 @@
 #include "cli/run_info.h"
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
+#include "collector/control_server.h"
+#include "collector/control_state.h"
 #include "collector/server.h"
 #include "pipeline/check.h"
 
@@ -83,22 +88,54 @@ std::string python_bootstrap_for(const RunOptions& options, const std::string& p
   return dir;
 }
 
+bool signal_toggles(const RunOptions& options) { return options.output.capture_range == "signal"; }
+
+// SIGUSR2 with --capture-range signal. Signals of one kind coalesce while one is pending,
+// so two sent quickly may toggle once: each toggle is logged with its window.
+void toggle_on_signal(ControlState& control, Server& server) {
+  uint32_t window = 0;
+  std::string error;
+  const bool was_recording = control.recording();
+  if (std::optional<wire::Control> c = control.toggle(&window, &error)) {
+    server.broadcast(*c);
+    log().info("SIGUSR2: recording {} (window {})", was_recording ? "stopped" : "started", window);
+  }
+}
+
 Profiled profile_target(const RunOptions& options, const std::string& program,
-                        const std::string& lib, CaptureWriter& writer) {
-  TargetProcess target;  // first: the collector's thread inherits the blocked signals
+                        const std::string& lib, CaptureWriter& writer, const std::string& dir) {
+  ControlState control(options.paused || signal_toggles(options));
+  Server* server_ptr = nullptr;
+  std::function<void()> on_usr2;
+  if (signal_toggles(options)) on_usr2 = [&] { toggle_on_signal(control, *server_ptr); };
+  TargetProcess target(on_usr2);  // first: the collector's thread inherits the blocked signals
   Server server(writer);
+  server_ptr = &server;
+  server.set_control(&control);
   server.start();
-  const ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
-                                  options.output.worker_name, python_bootstrap_for(options, program),
-                                  options.trace, pytorch_ops_setting(options)};
+  ControlServer control_server(control, [&server](const wire::Control& c) { server.broadcast(c); });
+  std::unique_ptr<ControlRegistration> registration;
+  try {
+    control_server.start(server.socket_dir());
+    registration = std::make_unique<ControlRegistration>(dir, control_server.socket_path());
+  } catch (const std::exception& e) {
+    log().warn("no capture control for this run: {}", e.what());
+  }
+  ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
+                            options.output.worker_name, python_bootstrap_for(options, program),
+                            options.trace, pytorch_ops_setting(options)};
+  settings.paused = options.paused || signal_toggles(options);
   const std::vector<std::string> env = build_child_env(current_environment(), settings);
   if (const int err = target.spawn(program, options.command, env); err != 0) {
     std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
   }
+  if (registration) registration->set_target(target.pid());
   Profiled result;
   result.status = target.wait();
   log().debug("pid {} exited with status {}", target.pid(), result.status.exit_code);
   wait_for_stragglers(target, server);
+  registration.reset();
+  control_server.stop();
   server.stop();
   // Per-connection counts are logged by the collector as each connection closes.
   result.connections = static_cast<uint32_t>(server.stats().size());
@@ -180,6 +217,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_flag("--table-only", options->output.table_only,
                "When the program ends, make only the table (table.txt), read in one streamed pass whose "
                "memory does not grow with the capture; `torchprof report` makes the rest later");
+  app.add_flag("--paused", options->paused,
+               "Start with recording off: `torchprof start|stop|trigger DIR` from another shell "
+               "switches it (see man torchprof-run)");
   app.add_flag("--python", options->python,
                "Load the Python bootstrap (one step per optimizer.step()) even when PROGRAM is "
                "not a Python interpreter or script, e.g. a shell script that runs python");
@@ -243,7 +283,7 @@ int run_command(const RunOptions& options) {
                      std::filesystem::current_path(ec).string(), ::getpid(), real_now_ns(),
                      dir.path};
   writer.append_text(capture::ChunkType::kRunInfo, 0, run_info_json(info, options.output));
-  const Profiled profiled = profile_target(options, program.path, lib, writer);
+  const Profiled profiled = profile_target(options, program.path, lib, writer, dir.path);
   writer.append_text(capture::ChunkType::kRunEnd, 0,
                      run_end_json(profiled.status, real_now_ns(), profiled.connections));
   writer.close();

@@ -21,6 +21,7 @@ struct RunOptions {
   bool pytorch_ops = false;    // --pytorch-ops: PyTorch operators as cpu_op rows
   bool record_shapes = false;  // --record-shapes: with their input shapes (implies pytorch_ops)
   bool with_stack = false;     // --with-stack: with their Python source location (implies pytorch_ops)
+  bool paused = false;         // --paused: record nothing until `torchprof start|trigger`
 };
 
 // TORCHPROF_PYTORCH_OPS for the options: "" (off), or "ops" followed by ",shapes"

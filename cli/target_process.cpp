@@ -86,9 +86,10 @@ std::string untraceable_reason(const std::string& path) {
   return "";
 }
 
-TargetProcess::TargetProcess() {
+TargetProcess::TargetProcess(std::function<void()> on_usr2) : on_usr2_(std::move(on_usr2)) {
   sigemptyset(&blocked_);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&blocked_, sig);
+  if (on_usr2_) sigaddset(&blocked_, SIGUSR2);
   ::pthread_sigmask(SIG_BLOCK, &blocked_, &old_mask_);
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     log().debug("PR_SET_CHILD_SUBREAPER failed: {}", std::strerror(errno));
@@ -135,6 +136,10 @@ TargetStatus TargetProcess::wait() {
     const int sig = ::sigtimedwait(&blocked_, &info, &tick);
     reap();
     if (sig <= 0 || sig == SIGCHLD || status_) continue;
+    if (sig == SIGUSR2 && on_usr2_) {
+      on_usr2_();
+      continue;
+    }
     // si_code <= 0: sent with kill()/sigqueue()/tgkill() by some process. A terminal's
     // SIGINT (si_code SI_KERNEL) already went to the whole foreground group.
     if (info.si_code <= 0 && info.si_pid != pid_) {
@@ -151,6 +156,7 @@ bool TargetProcess::pause(std::chrono::milliseconds timeout) {
                       static_cast<long>((timeout.count() % 1000) * 1000 * 1000)};
   const int sig = ::sigtimedwait(&blocked_, &info, &tick);
   reap();
+  if (sig == SIGUSR2 && on_usr2_) return false;  // the run is ending: a toggle changes nothing now
   return sig > 0 && sig != SIGCHLD;
 }
 

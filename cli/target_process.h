@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,9 +27,12 @@ std::string untraceable_reason(const std::string& path);
 // thread and in every thread started after it (construct it before the collector's
 // thread), and collected synchronously. It also makes this process a child subreaper,
 // so orphaned descendants of the target are reaped here rather than by init.
+//
+// With `on_usr2`, SIGUSR2 is blocked and collected too, and calls it (on the thread
+// that waits) instead of being passed on: --capture-range signal.
 class TargetProcess {
  public:
-  TargetProcess();
+  explicit TargetProcess(std::function<void()> on_usr2 = {});
   ~TargetProcess();  // restores the signal mask
   TargetProcess(const TargetProcess&) = delete;
   TargetProcess& operator=(const TargetProcess&) = delete;
@@ -55,6 +59,7 @@ class TargetProcess {
  private:
   void reap();
 
+  std::function<void()> on_usr2_;
   sigset_t blocked_{};
   sigset_t old_mask_{};
   pid_t pid_ = -1;

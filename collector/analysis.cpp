@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "collector/capture_windows.h"
 #include "collector/gpu_analysis.h"
 #include "collector/permutation.h"
 #include "common/errors.h"
@@ -409,10 +410,12 @@ void aggregate_ops(Run& run, bool group_by_input_shape) {
 }
 
 void analyse(Run& run, const AnalysisOptions& options) {
+  const bool windows = run_has_capture_windows(run);
   for (Process& proc : run.processes) {
     apply_capture_range(proc, options.capture_range);
     compute_nesting(proc);
     compute_steps(proc, options);
+    if (windows) apply_capture_windows(proc);
     attribute_gpu(proc);
     if (!proc.gpu_events.empty() || !proc.memory_events.empty()) run.has_gpu = true;
   }

@@ -83,6 +83,10 @@ std::optional<CaptureRange> parse_capture_range(const std::string& text, std::st
     range.kind = CaptureRange::Kind::kCudaProfilerApi;
     return range;
   }
+  if (text == "signal") {
+    range.kind = CaptureRange::Kind::kSignal;
+    return range;
+  }
   if (text.starts_with("nvtx:")) {
     std::string spec = text.substr(5);
     const size_t at = spec.rfind('@');
@@ -98,13 +102,14 @@ std::optional<CaptureRange> parse_capture_range(const std::string& text, std::st
     if (error) *error = "nvtx: needs a range name (nvtx:NAME or nvtx:NAME@DOMAIN)";
     return std::nullopt;
   }
-  if (error) *error = "unknown capture range '" + text + "' (valid: none, cudaProfilerApi, nvtx:NAME)";
+  if (error) *error = "unknown capture range '" + text + "' (valid: none, cudaProfilerApi, nvtx:NAME, signal)";
   return std::nullopt;
 }
 
 std::vector<Window> capture_windows(const Process& proc, const CaptureRange& range) {
   switch (range.kind) {
-    case CaptureRange::Kind::kNone: return {{std::numeric_limits<int64_t>::min(), kOpenEnd}};
+    case CaptureRange::Kind::kNone:
+    case CaptureRange::Kind::kSignal: return {{std::numeric_limits<int64_t>::min(), kOpenEnd}};
     case CaptureRange::Kind::kCudaProfilerApi: return merged(profiler_windows(proc));
     case CaptureRange::Kind::kNvtx: return merged(nvtx_windows(proc, range));
   }
@@ -112,7 +117,7 @@ std::vector<Window> capture_windows(const Process& proc, const CaptureRange& ran
 }
 
 void apply_capture_range(Process& proc, const CaptureRange& range) {
-  if (range.kind == CaptureRange::Kind::kNone) return;
+  if (range.kind == CaptureRange::Kind::kNone || range.kind == CaptureRange::Kind::kSignal) return;
   const std::vector<Window> windows = capture_windows(proc, range);
   const bool had_any = !proc.events_list.empty() || !proc.gpu_events.empty();
   std::unordered_set<uint64_t> all_calls;

@@ -16,13 +16,15 @@
 namespace torchprof {
 
 struct CaptureRange {
-  enum class Kind : uint8_t { kNone, kCudaProfilerApi, kNvtx };
+  // kSignal: torchprof-run toggles recording at each SIGUSR2; the library records only
+  // inside the windows, and its capture-window records say which (capture_windows.h).
+  enum class Kind : uint8_t { kNone, kCudaProfilerApi, kNvtx, kSignal };
   Kind kind = Kind::kNone;
   std::string nvtx_name;    // kNvtx: the range's name
   std::string nvtx_domain;  // kNvtx: "" = any domain
 };
 
-// "none" | "cudaProfilerApi" | "nvtx:NAME[@DOMAIN]"; nullopt (and `error` set) otherwise.
+// "none" | "cudaProfilerApi" | "nvtx:NAME[@DOMAIN]" | "signal"; nullopt (and `error` set) otherwise.
 std::optional<CaptureRange> parse_capture_range(const std::string& text, std::string* error);
 
 // The windows [start, end] of `proc` (in time order); empty when nothing is captured.

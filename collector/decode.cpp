@@ -439,6 +439,10 @@ class ConnDecoder {
       case wire::Kind::kBufferRefused:
         buffers_.take(r, conn_.hello);
         break;
+      case wire::Kind::kCaptureWindow:
+        proc_.capture_toggles.push_back(
+            {epoch(r.ts), static_cast<uint32_t>(r.a), r.b == 1, static_cast<uint16_t>(r.domain)});
+        break;
       default:
         break;  // kPad, kinds newer than this reader
     }

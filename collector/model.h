@@ -216,6 +216,24 @@ struct ProfilerToggle {
   bool start = false;
 };
 
+// On-demand capture: a kCaptureWindow record (recording switched on or off).
+struct CaptureToggle {
+  int64_t ts_ns = 0;
+  uint32_t window = 0;
+  bool on = false;
+  uint16_t source = 0;  // wire::CaptureSource
+};
+
+// What one process recorded of an on-demand capture window (collector/capture_windows.h).
+struct CaptureWindow {
+  uint32_t id = 0;      // the launcher's window id; 0 = from the process's start
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::string source;   // "command" | "trigger" | "follow"
+  int cycle = -1;       // the trace cycle its steps make
+  int steps = 0;        // steps recorded in it
+};
+
 struct Step {
   int index = 0;             // 0.. per process, in order of appearance
   std::string name;          // e.g. "ProfilerStep#0"
@@ -266,6 +284,8 @@ struct Process {
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
   std::vector<GpuDevice> devices;          // sorted by id
   std::vector<ProfilerToggle> profiler_toggles;  // in time order
+  std::vector<CaptureToggle> capture_toggles;    // on-demand capture switches, in time order
+  std::vector<CaptureWindow> capture_windows;    // made of them by apply_capture_windows()
   std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
   uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
   // GPU records CUPTI delivered without times (not collected): counted, in no span or row.

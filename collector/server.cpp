@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "collector/capture_writer.h"
+#include "collector/control_state.h"
 #include "formats/wire/wire.h"
 
 namespace torchprof {
@@ -51,6 +52,15 @@ bool send_ack(int fd, wire::AckStatus status) {
   static_assert(sizeof(reply) == sizeof(wire::MsgHeader) + sizeof(wire::HelloAck));
   return ::send(fd, &reply, sizeof(reply), MSG_NOSIGNAL | MSG_DONTWAIT) ==
          static_cast<ssize_t>(sizeof(reply));
+}
+
+// A message of the collector's: MsgHeader{kControl} + Control.
+std::string control_message(const wire::Control& c) {
+  const wire::MsgHeader header{static_cast<uint32_t>(wire::MsgType::kControl), sizeof(c)};
+  std::string message(sizeof(header) + sizeof(c), '\0');
+  std::memcpy(message.data(), &header, sizeof(header));
+  std::memcpy(message.data() + sizeof(header), &c, sizeof(c));
+  return message;
 }
 
 // A private directory for the socket: $TMPDIR unless the path would not fit in sun_path.
@@ -135,7 +145,9 @@ void Server::start() {
   if (epoll_fd_ < 0) throw sys_error("epoll_create1");
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw sys_error("eventfd");
-  for (int fd : {listen_fd_, wake_fd_}) {
+  control_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (control_fd_ < 0) throw sys_error("eventfd");
+  for (int fd : {listen_fd_, wake_fd_, control_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -161,6 +173,8 @@ void Server::loop() {
         accept_all();
       } else if (fd == wake_fd_) {
         stopping = true;
+      } else if (fd == control_fd_) {
+        send_queued_controls();
       } else if (auto it = connections_.find(fd); it != connections_.end()) {
         on_readable(*it->second, /*draining=*/false);
       }
@@ -292,6 +306,18 @@ std::string Server::handle_message(Connection& c, uint32_t type, const char* bod
       return "";
     case wire::MsgType::kHello:
       return "second Hello on one connection";
+    case wire::MsgType::kWindowEvent: {
+      if (size != sizeof(wire::WindowEvent)) return "window event of " + std::to_string(size) + " bytes";
+      wire::WindowEvent e{};
+      std::memcpy(&e, body, sizeof(e));
+      log().debug("connection {}: window {} {}", c.conn, e.window, e.open ? "opened" : "closed");
+      if (control_ != nullptr) {
+        if (std::optional<wire::Control> follow = control_->on_window_event(e)) {
+          send_control_to_all(control_message(*follow), c.conn);
+        }
+      }
+      return "";
+    }
     default:
       return "unknown message type " + std::to_string(type);
   }
@@ -325,6 +351,12 @@ std::string Server::handle_hello(Connection& c, const char* body, uint32_t size)
   c.pid = hello.pid;
   writer_.append(capture::ChunkType::kHello, c.conn, body, size);
   if (!send_ack(c.fd, wire::AckStatus::kOk)) return "could not send the Hello reply";
+  if (control_ != nullptr) {
+    if (std::optional<wire::Control> state = control_->state_for_new_process()) {
+      const std::string message = control_message(*state);
+      ::send(c.fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
   log().debug("connection {}: pid {} connected", c.conn, c.pid);
   return "";
 }
@@ -356,6 +388,41 @@ void Server::close_connection(int fd, const std::string& reason) {
   idle_cv_.notify_all();
 }
 
+void Server::broadcast(const wire::Control& c) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.push_back(control_message(c));
+  }
+  const uint64_t one = 1;
+  if (control_fd_ < 0 || ::write(control_fd_, &one, sizeof(one)) != static_cast<ssize_t>(sizeof(one))) {
+    log().warn("cannot wake the collector loop for a control message");
+  }
+}
+
+void Server::send_queued_controls() {
+  uint64_t count = 0;
+  while (::read(control_fd_, &count, sizeof(count)) > 0) {
+  }
+  std::vector<std::string> messages;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages.swap(queued_);
+  }
+  for (const std::string& m : messages) send_control_to_all(m, 0);
+}
+
+// A process too busy to read 24 bytes in its socket's buffer is not waited for; it is
+// named in the log.
+void Server::send_control_to_all(const std::string& message, uint32_t except_conn) {
+  for (const auto& [fd, c] : connections_) {
+    if (c->conn == 0 || c->conn == except_conn || c->bye) continue;
+    if (::send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(message.size())) {
+      log().warn("connection {} (pid {}): could not send a capture control message", c->conn, c->pid);
+    }
+  }
+}
+
 void Server::note(uint32_t conn, const std::string& text) {
   log().warn("{}", text);
   writer_.append_text(capture::ChunkType::kNote, conn, text);
@@ -374,7 +441,7 @@ void Server::stop() {
     }
     thread_.join();
   }
-  for (int* fd : {&listen_fd_, &epoll_fd_, &wake_fd_}) {
+  for (int* fd : {&listen_fd_, &epoll_fd_, &wake_fd_, &control_fd_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }

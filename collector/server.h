@@ -13,9 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "formats/wire/wire.h"
+
 namespace torchprof {
 
 class CaptureWriter;
+class ControlState;
 
 // What one accepted process sent, for the launcher's log.
 struct ConnectionStats {
@@ -41,6 +44,14 @@ class Server {
   // the loop thread. Throws std::system_error.
   void start();
   const std::string& socket_path() const { return socket_path_; }
+  // The private (0700) directory the socket is in.
+  const std::string& socket_dir() const { return dir_; }
+
+  // On-demand capture (collector/control_state.h): each process is sent the state after
+  // its HelloAck, and window events from processes are answered. Set before start().
+  void set_control(ControlState* control) { control_ = control; }
+  // Sends `c` to every process connected now, from the loop thread.
+  void broadcast(const wire::Control& c);
 
   // Connections accepted and not yet closed (including those still before their Hello).
   int connections_open() const { return open_.load(); }
@@ -68,6 +79,8 @@ class Server {
   void close_connection(int fd, const std::string& reason);
   void note(uint32_t conn, const std::string& text);
   void cleanup_files();
+  void send_control_to_all(const std::string& message, uint32_t except_conn);
+  void send_queued_controls();
 
   CaptureWriter& writer_;
   std::string dir_;
@@ -75,6 +88,9 @@ class Server {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  int control_fd_ = -1;  // eventfd: broadcasts are queued
+  ControlState* control_ = nullptr;
+  std::vector<std::string> queued_;  // guarded by mutex_
   std::thread thread_;
   std::map<int, std::unique_ptr<Connection>> connections_;  // loop thread only
   uint32_t next_conn_ = 1;

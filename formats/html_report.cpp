@@ -247,6 +247,18 @@ Json steps_json(const Run& run, int64_t base) {
   return steps;
 }
 
+// On-demand capture windows (collector/capture_windows.h), on the timeline's clock.
+Json capture_windows_json(const Run& run, int64_t base) {
+  Json out = Json::array();
+  for (const Process& p : run.processes) {
+    for (const CaptureWindow& w : p.capture_windows) {
+      out.push_back({{"pid", p.pid}, {"id", w.id}, {"start", w.start_ns - base},
+                     {"dur", std::max<int64_t>(0, w.end_ns - w.start_ns)}, {"source", w.source}, {"steps", w.steps}});
+    }
+  }
+  return out;
+}
+
 // Per step and device: busy = merged kernel intervals (as summary.json), idle = the
 // step's window (its CPU span widened to the GPU work it launched) minus busy.
 Json gpu_steps_json(const Run& run) {
@@ -440,6 +452,7 @@ std::string render_html_report_data(const Run& run, const TableRows& rows, const
   out += ',';
   append_timeline(out, tl, base, omitted);
   append_member(out, "steps", steps_json(run, base));
+  append_member(out, "capture_windows", capture_windows_json(run, base));
   append_member(out, "top_ops", top_json(run, "self_cpu_time_total", false, options.top_n));
   append_member(out, "top_kernels", top_json(run, "self_cuda_time_total", true, options.top_n));
   append_member(out, "gpu_steps", gpu_steps_json(run));

@@ -65,6 +65,23 @@ Json process_json(const Process& p) {
           {"loss_note", p.loss_note.empty() ? Json(nullptr) : Json(p.loss_note)}};
 }
 
+// On-demand capture windows (collector/capture_windows.h), one entry per process and window.
+Json capture_windows_json(const Run& run) {
+  Json out = Json::array();
+  for (const Process& p : run.processes) {
+    for (const CaptureWindow& w : p.capture_windows) {
+      out.push_back({{"pid", p.pid},
+                     {"id", w.id},
+                     {"start_ns", w.start_ns},
+                     {"dur_ns", std::max<int64_t>(0, w.end_ns - w.start_ns)},
+                     {"source", w.source},
+                     {"steps", w.steps},
+                     {"cycle", w.cycle >= 0 ? Json(w.cycle) : Json(nullptr)}});
+    }
+  }
+  return out;
+}
+
 Json steps_json(const Run& run) {
   Json steps = Json::array();
   for (const Process& p : run.processes) {
@@ -263,6 +280,7 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
     if (!run.inputs.empty()) j["processes"].back()["input"] = p.input;
   }
   j["steps"] = steps_json(run);
+  j["capture_windows"] = capture_windows_json(run);
   j["ops"] = ops_json(run);
   j["cupti_dropped"] = run.cupti_dropped;
   uint64_t incomplete = 0;

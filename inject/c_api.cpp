@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/cupti_tracer.h"
 #include "inject/export.h"
@@ -23,7 +24,9 @@ TORCHPROF_EXPORT int torchprof_range_push(const char* name) {
   tpi::CallbackGuard guard;
   if (!guard.entered()) return -1;
   tpi::ThreadBuffer* tb = tpi::current_buffer();
-  return tb != nullptr ? tpi::record_push(tb, 0, tpi::ascii_name(name), 0, 0) : -1;
+  if (tb == nullptr) return -1;
+  if (!tpi::capture::fast() && !tpi::capture::admit(tb, name)) return tpi::capture::paused_push(tb, 0);
+  return tpi::record_push(tb, 0, tpi::ascii_name(name), 0, 0);
 }
 
 TORCHPROF_EXPORT int torchprof_range_pop(void) {
@@ -37,7 +40,8 @@ TORCHPROF_EXPORT void torchprof_mark(const char* name) {
   tpi::CallbackGuard guard;
   if (!guard.entered()) return;
   tpi::ThreadBuffer* tb = tpi::current_buffer();
-  if (tb != nullptr) tpi::record_mark(tb, 0, tpi::ascii_name(name), 0, 0);
+  if (tb == nullptr || (!tpi::capture::fast() && !tpi::capture::admit(tb, name))) return;
+  tpi::record_mark(tb, 0, tpi::ascii_name(name), 0, 0);
 }
 
 // A PyTorch op range from the Python bootstrap (python/torchprof/_pytorch_ops.py):
@@ -55,6 +59,7 @@ TORCHPROF_EXPORT int torchprof_op_push(const char* message) {
     tb->ops_domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
     if (tb->ops_domain == 0) return -1;  // no domain id left: not recorded as an op
   }
+  if (!tpi::capture::fast() && !tpi::capture::admit(tb, message)) return tpi::capture::paused_push(tb, tb->ops_domain);
   return tpi::record_push(tb, tb->ops_domain, tpi::ascii_name(message), 0, 0);
 }
 
@@ -95,7 +100,18 @@ TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono
       offset = ours_before + narrowest / 2 - mono;  // modulo 2^64: either sign
     }
   }
-  tpi::record_range(tb, domain, tpi::ascii_name(name), start_mono_ns + offset, end_mono_ns + offset);
+  const uint64_t end = end_mono_ns + offset;
+  // The step ends at a boundary: an armed trigger opens there (this step is before the
+  // window); a counting one records this step and may close after it.
+  const uint64_t w = tpi::capture::word();
+  tpi::capture::note_has_steps();
+  if (tpi::capture::mode_of(w) == tpi::capture::kArmed) {
+    tpi::capture::step_boundary(tb, end);
+    return;
+  }
+  if (!tpi::capture::records(w)) return;
+  tpi::record_range(tb, domain, tpi::ascii_name(name), start_mono_ns + offset, end);
+  if (tpi::capture::mode_of(w) == tpi::capture::kCounting) tpi::capture::step_boundary(tb, end);
 }
 
 // Called by the CUDA driver at cuInit when CUDA_INJECTION64_PATH names us. GPU

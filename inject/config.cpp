@@ -139,6 +139,8 @@ void load_config() {
   c.trace_cuda = trace_lists(trace, "cuda");
   c.trace_gpu = trace_lists(trace, "gpu");
   c.trace_memory = trace_lists(trace, "memory");
+  const char* paused = getenv(env::kPaused);
+  c.paused = paused != nullptr && strcmp(paused, "1") == 0;
   remember_env(c);
   c.active = c.socket_path != nullptr;
 }

@@ -289,6 +289,47 @@ bool Connection::send_bye(const wire::Bye& bye) {
   return send_all(iov, 2);
 }
 
+bool Connection::send_window_event(const wire::WindowEvent& event) {
+  if (!check_before_send()) return false;
+  wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kWindowEvent), sizeof(event)};
+  wire::WindowEvent copy = event;
+  iovec iov[2] = {{&mh, sizeof(mh)}, {&copy, sizeof(copy)}};
+  return send_all(iov, 2);
+}
+
+int Connection::poll_control(wire::Control* out, int max) {
+  int n = 0;
+  while (n < max && state_ == State::kUp) {
+    ssize_t got = recv(fd_, in_ + in_len_, sizeof(in_) - in_len_, MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // nothing more now (or the peer closed: the next send tells)
+    in_len_ += static_cast<uint32_t>(got);
+    uint32_t pos = 0;
+    for (;;) {
+      if (skip_ != 0) {
+        const uint32_t take = in_len_ - pos < skip_ ? in_len_ - pos : skip_;
+        pos += take;
+        skip_ -= take;
+        if (skip_ != 0) break;
+      }
+      wire::MsgHeader mh{};
+      if (in_len_ - pos < sizeof(mh)) break;
+      memcpy(&mh, in_ + pos, sizeof(mh));
+      if (mh.type != static_cast<uint32_t>(wire::MsgType::kControl) || mh.size != sizeof(wire::Control)) {
+        pos += sizeof(mh);
+        skip_ = mh.size;
+        continue;
+      }
+      if (in_len_ - pos < sizeof(mh) + sizeof(wire::Control) || n >= max) break;
+      memcpy(&out[n++], in_ + pos + sizeof(mh), sizeof(wire::Control));
+      pos += sizeof(mh) + sizeof(wire::Control);
+    }
+    memmove(in_, in_ + pos, in_len_ - pos);
+    in_len_ -= pos;
+  }
+  return n;
+}
+
 void Connection::fail() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;

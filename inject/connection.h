@@ -29,6 +29,10 @@ class Connection {
   // On failure the connection is closed (State::kGone) and false returned.
   bool send_frame(const wire::FrameHeader& header, const void* data, uint32_t size);
   bool send_bye(const wire::Bye& bye);
+  bool send_window_event(const wire::WindowEvent& event);
+  // The Control messages the collector has sent, without waiting: up to `max` into
+  // `out`, their number returned. Other message types are skipped.
+  int poll_control(wire::Control* out, int max);
 
   // Closes cleanly; the next ensure() connects again (after Bye(kExec), in case
   // the exec fails and the image goes on).
@@ -53,6 +57,9 @@ class Connection {
   State state_ = State::kIdle;
   uint64_t last_attempt_ns_ = 0;
   uint32_t epoch_ = 0;
+  char in_[64];          // bytes of a message from the collector not complete yet
+  uint32_t in_len_ = 0;
+  uint32_t skip_ = 0;    // body bytes of a message of another type still to skip
 };
 
 }  // namespace torchprof::inject

@@ -256,6 +256,10 @@ void share_note_our_kind(CUpti_ActivityKind kind) {
   if (valid_kind(kind)) g_our_kinds[kind].store(true, std::memory_order_relaxed);
 }
 
+bool share_client_wants(CUpti_ActivityKind kind) {
+  return valid_kind(kind) && g_wants[kind].load(std::memory_order_relaxed);
+}
+
 void share_forget_after_fork() {
   g_capturing.store(false, std::memory_order_relaxed);
   g_completed.store(nullptr, std::memory_order_relaxed);

@@ -29,6 +29,8 @@ void share_start(CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallba
                  CUpti_TimestampCallbackFunc timestamp);
 // A kind our tracing enabled: a client's cuptiActivityDisable leaves it on.
 void share_note_our_kind(CUpti_ActivityKind kind);
+// Whether a second client has `kind` enabled (so a pause must leave it on).
+bool share_client_wants(CUpti_ActivityKind kind);
 // Forked child: CUPTI's state is the parent's; every call goes straight through.
 void share_forget_after_fork();
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/cupti_activity.h"
@@ -30,6 +31,11 @@ std::atomic<bool> g_child{false};         // forked child: CUPTI state is the pa
 std::atomic<bool> g_record_api{false};    // TORCHPROF_TRACE lists cuda
 std::atomic<bool> g_activity{false};      // activity kinds enabled, buffers registered
 std::atomic<bool> g_exit_flushed{false};  // the atexit handler flushed CUPTI and saw it converted
+// Our activity kinds, for on-demand capture to switch (cupti_follow_recording).
+CUpti_ActivityKind g_kinds[16];
+int g_kind_count = 0;
+std::atomic<bool> g_kinds_on{false};
+std::atomic<bool> g_kinds_busy{false};  // one switcher at a time, never waited on
 
 // Set in an API call's ENTER callback, in the call's correlationData: an EXIT whose
 // ENTER we never saw (the call was in flight when callbacks were enabled, as the
@@ -68,6 +74,7 @@ void on_fork_child() {
 uint64_t CUPTIAPI our_timestamp() { return now_ns(); }
 
 void record_call(Kind kind, CUpti_CallbackId cbid, const CUpti_CallbackData* cb, uint64_t enter, uint64_t exit) {
+  if (!capture::records(capture::word())) return;  // paused: on-demand capture (capture_control.h)
   CallbackGuard guard;
   if (!guard.entered()) return;
   ThreadBuffer* tb = current_buffer();
@@ -235,6 +242,7 @@ void enable_callbacks(CUpti_SubscriberHandle subscriber, bool api_calls) {
 int enable_kind(CUpti_ActivityKind kind) {
   if (TP_CUPTI_CALL(activity_enable(kind)) != CUPTI_SUCCESS) return 0;
   share_note_our_kind(kind);
+  if (g_kind_count < 16) g_kinds[g_kind_count++] = kind;
   return 1;
 }
 
@@ -305,12 +313,34 @@ void cupti_initialize() {
   if (enable_activity(c.trace_gpu, c.trace_memory, timestamp)) {
     cupti_flush_start();
     gpu_activity_enable(cupti()->version);
+    g_kinds_on.store(true, std::memory_order_relaxed);
     g_activity.store(true, std::memory_order_release);
     atexit(flush_at_exit);
+    // Started paused: no activity is collected until recording starts.
+    if (!capture::collects_gpu(capture::word())) cupti_follow_recording(false);
   }
   // The process's stream exists from here on, so GPU records have a flusher
   // even when the program emits nothing else.
   gpu_state(wire::GpuTracing::kOn);
+}
+
+void cupti_follow_recording(bool recording) {
+  if (g_kinds_on.load(std::memory_order_relaxed) == recording) return;
+  if (!g_activity.load(std::memory_order_acquire) || g_child.load(std::memory_order_relaxed)) return;
+  // The flusher, or InitializeInjection once: the other one retries at the next round.
+  if (g_kinds_busy.exchange(true, std::memory_order_acquire)) return;
+  {
+    for (int i = 0; i < g_kind_count; ++i) {
+      if (recording) {
+        TP_CUPTI_CALL(activity_enable(g_kinds[i]));
+      } else if (!share_client_wants(g_kinds[i])) {
+        TP_CUPTI_CALL(activity_disable(g_kinds[i]));
+      }
+    }
+    g_kinds_on.store(recording, std::memory_order_relaxed);
+  }
+  g_kinds_busy.store(false, std::memory_order_release);
+  if (!recording) cupti_flush_bounded(0, /*forced=*/false);  // what was collected comes out now
 }
 
 void cupti_flush_for_exit(uint32_t timeout_ms) {

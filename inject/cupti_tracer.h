@@ -23,6 +23,11 @@ void cupti_initialize();
 // libraries but never got to cupti_initialize says so (one notice line).
 void cupti_process_exiting();
 
+// Flusher, every round: on-demand capture's activity kinds follow the recording switch
+// (capture_control.h). Off: our kinds are disabled (those a second client wants stay)
+// and a non-forced flush is asked for; on: enabled again. Never in a CUPTI callback.
+void cupti_follow_recording(bool recording);
+
 // Flusher, on a final flush request: makes CUPTI hand over every buffer
 // (cuptiActivityFlushAll forced), waiting at most `timeout_ms`. Does nothing
 // when GPU tracing is off, in a forked child, or when the exit handler already did it.

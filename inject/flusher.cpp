@@ -18,6 +18,7 @@
 
 #include "formats/wire/frame_codec.h"
 #include "inject/buffer_budget.h"
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/connection.h"
@@ -91,6 +92,9 @@ class Flusher {
   void report_buffers();
   bool send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads);
   void send_bye(int32_t kind, int32_t status);
+  // On-demand capture: applies the collector's Control messages, reports the windows
+  // this process's step boundaries opened or closed (capture_control.h).
+  void exchange_control();
   void retire(ThreadBuffer* tb);
   [[noreturn]] void end_orphaned_process();
 
@@ -110,6 +114,7 @@ class Flusher {
   Segment* finished_ = nullptr;  // segments read to their end, not yet in pool_
   uint64_t reported_peak_ = 0;
   uint64_t reported_loss_ts_ = 0;
+  ThreadBuffer* control_ = nullptr;  // capture window records of applied Controls
   uint64_t retired_emitted_ = 0;  // totals of threads already freed
   uint64_t retired_dropped_ = 0;
   uint64_t retired_lost_ = 0;     // of those, records in frames that could not be sent
@@ -152,6 +157,7 @@ void Flusher::run() {
       continue;
     }
     if (final) cupti_flush_for_exit(config().exit_timeout_ms / 2);
+    exchange_control();
     pump_gpu();
     drain_all(final);
     if (!final) continue;
@@ -205,6 +211,22 @@ void Flusher::drain_all(bool final) {
   recycle_segments();
   pool_.trim_for(now_ns());
   report_buffers();
+}
+
+void Flusher::exchange_control() {
+  wire::Control controls[8];
+  const int n = conn_.up() ? conn_.poll_control(controls, 8) : 0;
+  for (int i = 0; i < n; ++i) {
+    if (control_ == nullptr) control_ = capture::create_control_stream(ps_);
+    // GPU activity is switched on before recording starts, and off after it stopped.
+    if (capture::collects_gpu_after(controls[i])) cupti_follow_recording(true);
+    capture::control(control_, controls[i]);
+  }
+  cupti_follow_recording(capture::collects_gpu(capture::word()));
+  if (!conn_.up()) return;
+  wire::WindowEvent events[2];
+  const int m = capture::take_window_events(events, 2);
+  for (int i = 0; i < m; ++i) conn_.send_window_event(events[i]);
 }
 
 void Flusher::pump_gpu() {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "inject/capture_control.h"
 #include "inject/config.h"
 #include "inject/cupti_tracer.h"
 #include "inject/export.h"
@@ -42,6 +43,7 @@ int wrapped_main(int argc, char** argv, char** envp) {
 
 __attribute__((constructor)) void on_load() {
   load_config();
+  if (config().active) capture::init(config().paused);
   if (config().active) init_process_hooks();
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "inject/capture_control.h"
 #include "inject/config.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
@@ -72,54 +73,112 @@ EventFields parse(ThreadBuffer* tb, const nvtxEventAttributes_t* a) {
   ThreadBuffer* tb = current_buffer();         \
   if (tb == nullptr) return fallback
 
+const char* ascii_message(const nvtxEventAttributes_t* a) {
+  constexpr size_t kFull = offsetof(nvtxEventAttributes_t, message) + sizeof(nvtxMessageValue_t);
+  if (a == nullptr || a->size < kFull || a->messageType != NVTX_MESSAGE_TYPE_ASCII) return nullptr;
+  return a->message.ascii;
+}
+
+using capture::fast;
+using capture::admit;
+
+// Paused (not armed): a push or pop ends here, before the guard (capture_control.h).
+#define TP_PAUSED_PUSH(domain)                                                          \
+  if (const uint64_t w_ = capture::word(); __builtin_expect(capture::mode_of(w_) != capture::kRecording, 0)) { \
+    int level_;                                                                           \
+    if (capture::paused_push_fast(w_, domain, &level_)) return level_;                    \
+  }
+#define TP_PAUSED_POP(domain)                                                           \
+  if (const uint64_t w_ = capture::word(); __builtin_expect(capture::mode_of(w_) != capture::kRecording, 0)) { \
+    int level_;                                                                           \
+    if (capture::paused_pop_fast(w_, domain, &level_)) return level_;                     \
+  }
+#define TP_GATE_PUSH(domain, text) \
+  if (__builtin_expect(!fast(), 0) && !admit(tb, text)) return capture::paused_push(tb, domain)
+#define TP_GATE(text, fallback) \
+  if (__builtin_expect(!fast(), 0) && !admit(tb, text)) return fallback
+// A range started while paused has id 0: its end is not recorded either.
+#define TP_GATE_END(id) \
+  if (__builtin_expect(!fast(), 0) && (id) == 0) return
+
 // ---- CORE ----
 
 void mark_ex(const nvtxEventAttributes_t* a) {
   TP_ENTER();
+  TP_GATE(ascii_message(a), );
   EventFields f = parse(tb, a);
   record_mark(tb, 0, f.name, f.attr, f.payload);
 }
 void mark_a(const char* m) {
   TP_ENTER();
+  TP_GATE(m, );
   record_mark(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 void mark_w(const wchar_t* m) {
   TP_ENTER();
+  TP_GATE(nullptr, );
   record_mark(tb, 0, wide_name(tb, m), 0, 0);
 }
 nvtxRangeId_t start_ex(const nvtxEventAttributes_t* a) {
   TP_ENTER(0);
+  TP_GATE(ascii_message(a), 0);
   EventFields f = parse(tb, a);
   return record_start(tb, 0, f.name, f.attr, f.payload);
 }
 nvtxRangeId_t start_a(const char* m) {
   TP_ENTER(0);
+  TP_GATE(m, 0);
   return record_start(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
 nvtxRangeId_t start_w(const wchar_t* m) {
   TP_ENTER(0);
+  TP_GATE(nullptr, 0);
   return record_start(tb, 0, wide_name(tb, m), 0, 0);
 }
 void range_end(nvtxRangeId_t id) {
   TP_ENTER();
+  TP_GATE_END(id);
   record_end(tb, 0, id);
 }
-int push_ex(const nvtxEventAttributes_t* a) {
+__attribute__((noinline)) int push_ex_full(const nvtxEventAttributes_t* a) {
   TP_ENTER(-1);
+  TP_GATE_PUSH(0, ascii_message(a));
   EventFields f = parse(tb, a);
   return record_push(tb, 0, f.name, f.attr, f.payload);
 }
-int push_a(const char* m) {
+// The paused check first, in a frame of its own: no prologue before it.
+int push_ex(const nvtxEventAttributes_t* a) {
+  TP_PAUSED_PUSH(0);
+  return push_ex_full(a);
+}
+__attribute__((noinline)) int push_a_full(const char* m) {
   TP_ENTER(-1);
+  TP_GATE_PUSH(0, m);
   return record_push(tb, 0, cached_ascii_name(tb, m), 0, 0);
 }
-int push_w(const wchar_t* m) {
+// The paused check first, in a frame of its own: no prologue before it.
+int push_a(const char* m) {
+  TP_PAUSED_PUSH(0);
+  return push_a_full(m);
+}
+__attribute__((noinline)) int push_w_full(const wchar_t* m) {
   TP_ENTER(-1);
+  TP_GATE_PUSH(0, nullptr);
   return record_push(tb, 0, wide_name(tb, m), 0, 0);
 }
-int range_pop() {
+// The paused check first, in a frame of its own: no prologue before it.
+int push_w(const wchar_t* m) {
+  TP_PAUSED_PUSH(0);
+  return push_w_full(m);
+}
+__attribute__((noinline)) int range_pop_full() {
   TP_ENTER(-1);
   return record_pop(tb, 0);
+}
+// The paused check first, in a frame of its own: no prologue before it.
+int range_pop() {
+  TP_PAUSED_POP(0);
+  return range_pop_full();
 }
 void name_category_a(uint32_t category, const char* name) {
   TP_ENTER();
@@ -144,24 +203,30 @@ void name_thread_w(uint32_t os_tid, const wchar_t* name) {
 
 void d_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
   TP_ENTER();
+  TP_GATE(ascii_message(a), );
   EventFields f = parse(tb, a);
   record_mark(tb, domain_id(d), f.name, f.attr, f.payload);
 }
 nvtxRangeId_t d_start_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
   TP_ENTER(0);
+  TP_GATE(ascii_message(a), 0);
   EventFields f = parse(tb, a);
   return record_start(tb, domain_id(d), f.name, f.attr, f.payload);
 }
 void d_range_end(nvtxDomainHandle_t d, nvtxRangeId_t id) {
   TP_ENTER();
+  TP_GATE_END(id);
   record_end(tb, domain_id(d), id);
 }
 int d_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  TP_PAUSED_PUSH(domain_id(d));
   TP_ENTER(-1);
+  TP_GATE_PUSH(domain_id(d), ascii_message(a));
   EventFields f = parse(tb, a);
   return record_push(tb, domain_id(d), f.name, f.attr, f.payload);
 }
 int d_pop(nvtxDomainHandle_t d) {
+  TP_PAUSED_POP(domain_id(d));
   TP_ENTER(-1);
   return record_pop(tb, domain_id(d));
 }
@@ -207,6 +272,11 @@ void domain_destroy(nvtxDomainHandle_t) {}
 void initialize(const void*) {}
 
 #undef TP_ENTER
+#undef TP_PAUSED_PUSH
+#undef TP_PAUSED_POP
+#undef TP_GATE_PUSH
+#undef TP_GATE
+#undef TP_GATE_END
 
 struct Slot {
   unsigned id;

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "inject/buffer_budget.h"
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/flusher.h"
@@ -55,6 +56,7 @@ void fork_parent() {
 void fork_child() {
   registry_fork_child();
   buffer_budget().reset_after_fork();
+  capture::fork_child();
   pthread_mutex_init(&g_init_mu, nullptr);
   g_forked = true;
   g_state.store(nullptr, std::memory_order_release);

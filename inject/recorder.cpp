@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/utf8.h"
 
@@ -71,6 +72,7 @@ inline void publish(ThreadBuffer* tb, uint64_t slots) {
 inline void note_step_marker(const NameRef& name) {
   if (name.len >= kStepPrefixLen && memcmp(name.text, kStepPrefix, kStepPrefixLen) == 0) {
     g_program_steps.store(true, std::memory_order_relaxed);
+    capture::note_has_steps();
   }
 }
 
@@ -139,9 +141,11 @@ int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t
 }
 
 int record_pop(ThreadBuffer* tb, uint16_t domain) {
-  int32_t& depth = tb->depth[domain % ThreadBuffer::kDepthSlots];
+  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
+  int32_t& depth = tb->depth[slot];
   if (depth <= 0) return -1;
   int level = --depth;
+  if (__builtin_expect(tb->unrecorded[slot] != 0, 0) && capture::skip_pop(tb->unrecorded[slot], level)) return level;
   Record r{k(Kind::kPop), 0, domain, 0, stamp(tb), 0, 0};
   write_unit(tb, NameRef{}, &r, 1);
   return level;

@@ -35,6 +35,7 @@ struct ThreadBuffer {
   uint64_t last_ts = 0;        // the latest time stamped on this thread's records (recorder.cpp)
   static constexpr uint32_t kDepthSlots = 64;
   int32_t depth[kDepthSlots] = {};  // push/pop nesting per domain (id mod kDepthSlots)
+  uint64_t unrecorded[kDepthSlots] = {};  // bit k: level k was pushed while paused (capture_control.h)
   char scratch[wire::kMaxStringBytes];  // UTF-8 of wide NVTX strings
   uint16_t ops_domain = 0;     // the "torchprof.ops" domain id once looked up (c_api.cpp)
   uint64_t segment_bytes = 0;  // every segment of this thread

@@ -207,6 +207,20 @@ fl_raw=$(calc "$(val "$work/tp1raw" process_cpu_ns_per_pair) - $(val "$work/tp1r
 row hot flusher_cpu "$(calc "$fl_delta / 2")" ns/record "delta+zstd; raw zstd $(calc "$fl_raw / 2") ns/record in this run: x$(calc "$fl_delta / $fl_raw")"
 row hot floor_clock_2_threads "$fc2" ns/pair "slowest thread; x$(calc "$fc2 / $fc") vs 1 thread"
 row hot torchprof_2_threads "$tp2" ns/pair "slowest thread; x$(calc "$tp2 / $tpb") vs 1 thread; dropped $(summary dropped "$work/hot2big")"
+# Paused (torchprof-run --paused): the cost of the recording switch, against no tool in
+# the same rounds. Goal: at most 1.1x no tool plus the floor's branch.
+echo "[1b/5] hot path while paused" >&2
+for ((i = 1; i <= rounds; ++i)); do
+  "$bb/nvtx_pairs" "$pairs" 1 >"$work/none_round$i"
+  tool --paused -o "$work/paused$i" -- "$bb/nvtx_pairs" "$pairs" 1 >"$work/tp_paused$i"
+  NVTX_INJECTION64_PATH=$bb/libfloor_inject_rdtsc.so "$bb/nvtx_pairs" "$pairs" 1 >"$work/floor_paused_round$i"
+  ((i == rounds)) || rm -rf "$work/paused$i"
+done
+read -r pn pn_min pn_max <<<"$(med pair_ns none_round)"
+read -r pp pp_min pp_max <<<"$(med pair_ns tp_paused)"
+read -r pf pf_min pf_max <<<"$(med pair_ns floor_paused_round)"
+row hot no_tool_paused_rounds "$pn" ns/pair "no injection, alternating with the paused runs; median, $(spread "$pn_min" "$pn_max")"
+row hot torchprof_paused "$pp" ns/pair "--paused, never started: x$(calc "$pp / $pn") no_tool (+$(calc "$pp - $pn") ns/pair), x$(calc "$pp / $pf") floor_rdtsc ($pf); median, $(spread "$pp_min" "$pp_max"); events recorded $(summary events "$work/paused$rounds")"
 if [[ $have_uftrace == 1 ]]; then
   read -r uf_add uf_min uf_max <<<"$(med uf_added uf_add)"
   uf_bytes=$(du -sb "$work/uftrace.data" | cut -f1)

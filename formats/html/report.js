@@ -82,6 +82,7 @@
     fact("CPU events", String(m.events));
     if (m.has_gpu) fact("GPU records", String(m.gpu_events));
     fact("steps", String(D.steps.length));
+    if (D.capture_windows && D.capture_windows.length) fact("capture windows", String(D.capture_windows.length));
     fact("started", new Date(m.start_unix_ns / 1e6).toISOString().replace("T", " ").replace("Z", " UTC"));
     root.appendChild(facts);
   }
@@ -410,6 +411,7 @@
         ctx.fillStyle = k % 2 ? "#fafbfc" : "#ffffff"; ctx.fillRect(GUTTER, t.y, w - GUTTER, t.h);
       });
       drawSteps(ctx, X, g);
+      drawWindows(ctx, X, g);
       drawn = 0;
       ctx.font = "11px system-ui, sans-serif";
       ctx.textBaseline = "middle";
@@ -440,6 +442,19 @@
         }
       }
       return count;
+    }
+    // On-demand capture windows: a green bar along the top, "window N" when it fits.
+    function drawWindows(ctx, X, g) {
+      (D.capture_windows || []).forEach(function (w) {
+        var x0 = Math.max(X(w.start), GUTTER), x1 = Math.min(X(w.start + w.dur), g.w);
+        if (x1 < GUTTER || x0 > g.w) return;
+        ctx.fillStyle = "rgba(46,160,67,0.75)";
+        ctx.fillRect(x0, AXIS, Math.max(x1 - x0, 1), 4);
+        if (x1 - x0 > 70) {
+          ctx.fillStyle = "rgba(30,110,45,1)";
+          ctx.fillText("window " + w.id + " (" + w.source + ")", x0 + 3, AXIS + 5);
+        }
+      });
     }
     function drawSteps(ctx, X, g) {
       ctx.font = "10.5px system-ui, sans-serif";

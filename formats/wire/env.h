@@ -42,5 +42,8 @@ constexpr const char* kTrace = "TORCHPROF_TRACE";
 // PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes" and
 // ",stack"; unset or "" = off. Read by python/torchprof/_pytorch_ops.py.
 constexpr const char* kPytorchOps = "TORCHPROF_PYTORCH_OPS";
+// "1": the process starts with recording off (torchprof-run --paused, --capture-range
+// signal); the collector's Control messages switch it on and off.
+constexpr const char* kPaused = "TORCHPROF_PAUSED";
 
 }  // namespace torchprof::env

@@ -6,6 +6,14 @@
 //   Hello            once, first; the collector answers with a HelloAck
 //   Frame            any number: one thread's records, zstd-compressed
 //   Bye              once, last, when the process exits cleanly or dies of a signal
+//   WindowEvent      a capture window a trigger opened or closed at a step boundary
+//
+// and the collector may send, after the HelloAck and at any time later:
+//
+//   Control          start / stop recording, or arm a trigger of N steps. Sent only
+//                    when the run is controlled (torchprof-run --paused, --capture-range
+//                    signal, or a `torchprof start|stop|trigger`); a library that never
+//                    reads it (protocol 2 before it) is never sent a WindowEvent to answer.
 //
 // A Frame body is a FrameHeader followed by the compressed bytes. Decoded (as its
 // FrameEncoding says), it is a run of 32-byte slots: a Record head, then `extra` continuation slots that
@@ -42,6 +50,31 @@ enum class MsgType : uint32_t {
   kHelloAck = 2,
   kFrame = 3,
   kBye = 4,
+  kControl = 5,      // collector -> library: Control
+  kWindowEvent = 6,  // library -> collector: WindowEvent
+};
+
+enum class ControlCommand : uint32_t {
+  kStop = 0,     // record nothing new (what is open is still closed)
+  kStart = 1,    // record from now on
+  kTrigger = 2,  // record from the next step boundary for `steps` steps
+};
+
+// Control.flags
+constexpr uint32_t kControlFollow = 1;  // start/stop echoed from the process that counts the
+                                        // trigger's steps: a process counting them itself ignores it
+
+struct Control {
+  uint32_t command;  // ControlCommand
+  uint32_t window;   // capture window id (from 1; 0 = none)
+  uint32_t steps;    // kTrigger: steps to record
+  uint32_t flags;
+};
+
+struct WindowEvent {
+  uint32_t window;
+  uint32_t open;     // 1 = opened, 0 = closed
+  uint64_t mono_ns;  // when, on the records' clock
 };
 
 struct MsgHeader {
@@ -130,6 +163,8 @@ enum class Kind : uint8_t {
   kBufferRefused = 14, // ts = when buffer memory was first refused, losing records (a thread's
                        // record, or CUPTI's activity buffer); domain = BufferRefusal; a = the cap
                        // in bytes, b = bytes held then
+  kCaptureWindow = 15,  // ts, a = window id, b = 1 recording from ts on, 0 recording stopped;
+                        // domain = CaptureSource (what switched it)
 
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the
@@ -151,6 +186,13 @@ enum class Kind : uint8_t {
                         // could not read (cumulative, whole process), b = bytes of them left
                         // unread (cumulative), domain = the last CUptiResult
   kGpuState = 44,    // ts, a = GpuTracing: whether GPU tracing ran in this process
+};
+
+// kCaptureWindow's domain.
+enum class CaptureSource : uint16_t {
+  kCommand = 0,  // torchprof start / stop, or the state the collector sent at connect
+  kTrigger = 1,  // a trigger's step boundary in this process
+  kFollow = 2,   // a trigger window opened or closed by another process's steps
 };
 
 // kGpuState's values.
@@ -280,6 +322,8 @@ static_assert(offsetof(Hello, exe_len) == 40);
 static_assert(sizeof(HelloAck) == 8);
 static_assert(sizeof(FrameHeader) == 16);
 static_assert(sizeof(Bye) == 32);
+static_assert(sizeof(Control) == 16);
+static_assert(sizeof(WindowEvent) == 16);
 static_assert(offsetof(Bye, emitted) == 8);
 
 // Writes a record's fields to the slot at `dst` as four 8-byte words in Record's

@@ -23,37 +23,14 @@
 #include "inject/thread_buffer.h"
 #include "inject/tsc_clock.h"
 #include "inject/utf8.h"
+#include "inject_drain.h"
 
 namespace ti = torchprof::inject;
 namespace tw = torchprof::wire;
 
 namespace {
 
-// Drains `tb`'s stream: its record heads in order, and string texts by id in `strings`.
-// Segments read to their end are unmapped.
-std::vector<tw::Record> drain_records(ti::ThreadBuffer* tb, std::vector<std::string>* strings = nullptr) {
-  std::vector<tw::Record> out;
-  const uint64_t head = tb->stream.consumer_head();
-  for (;;) {
-    uint64_t n = 0;
-    ti::Segment* finished = nullptr;
-    const tw::Record* p = tb->stream.peek(head, &n, &finished);
-    while (finished != nullptr) {
-      ti::Segment* next = finished->link;
-      ti::unmap_segment(finished);
-      finished = next;
-    }
-    if (n == 0) return out;
-    for (uint64_t i = 0; i < n; i += 1 + p[i].extra) {
-      const tw::Record& r = p[i];
-      out.push_back(r);
-      if (strings != nullptr && r.kind == static_cast<uint8_t>(tw::Kind::kString)) {
-        strings->emplace_back(reinterpret_cast<const char*>(&p[i + 1]), r.a);
-      }
-    }
-    tb->stream.consume(n);
-  }
-}
+using ti::test::drain_records;
 
 // (kind, name) of each record drain_records() takes.
 std::vector<std::pair<tw::Kind, uint32_t>> drain(ti::ThreadBuffer* tb, std::vector<std::string>* strings = nullptr) {

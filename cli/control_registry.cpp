@@ -1,0 +1,131 @@
+#include "cli/control_registry.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cli/log.h"
+
+namespace torchprof::cli {
+namespace {
+
+std::string entry_text(const ControlEntry& e) {
+  std::ostringstream out;
+  out << "socket=" << e.socket << "\ndir=" << e.dir << "\nlauncher=" << e.launcher << "\ntarget=" << e.target
+      << "\n";
+  return out.str();
+}
+
+// Written whole under a temporary name, then renamed: a reader sees all or nothing.
+bool write_private(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// The directory, created 0700 when missing; "" when it is not ours or not private.
+std::string ensure_registry_dir() {
+  const std::string dir = registry_dir();
+  ::mkdir(dir.c_str(), 0700);
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return "";
+  }
+  return dir;
+}
+
+bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+std::string registry_dir() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && *runtime == '/') return std::string(runtime) + "/torchprof";
+  return "/tmp/torchprof-" + std::to_string(::geteuid());
+}
+
+ControlRegistration::ControlRegistration(const std::string& dir, const std::string& socket) {
+  entry_.socket = socket;
+  entry_.dir = dir;
+  entry_.launcher = ::getpid();
+  dot_control_ = dir + "/.control";
+  if (const std::string reg = ensure_registry_dir(); !reg.empty()) {
+    registry_file_ = reg + "/" + std::to_string(entry_.launcher);
+  } else {
+    log().warn("{} is not a private directory of ours: `torchprof start` finds this run only by its DIR",
+               registry_dir());
+  }
+  write_all();
+}
+
+ControlRegistration::~ControlRegistration() {
+  ::unlink(dot_control_.c_str());
+  if (!registry_file_.empty()) ::unlink(registry_file_.c_str());
+}
+
+void ControlRegistration::set_target(pid_t target) {
+  entry_.target = target;
+  write_all();
+}
+
+void ControlRegistration::write_all() {
+  const std::string text = entry_text(entry_);
+  if (!write_private(dot_control_, text)) log().warn("cannot write {}: capture control by DIR is off", dot_control_);
+  if (!registry_file_.empty()) write_private(registry_file_, text);
+}
+
+std::optional<ControlEntry> read_control_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  ControlEntry e;
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq);
+    const std::string value = line.substr(eq + 1);
+    if (key == "socket") e.socket = value;
+    if (key == "dir") e.dir = value;
+    if (key == "launcher") e.launcher = static_cast<pid_t>(std::atoi(value.c_str()));
+    if (key == "target") e.target = static_cast<pid_t>(std::atoi(value.c_str()));
+  }
+  if (e.socket.empty()) {
+    errno = ENOENT;
+    return std::nullopt;
+  }
+  return e;
+}
+
+std::vector<ControlEntry> running_entries() {
+  std::vector<ControlEntry> out;
+  const std::string dir = registry_dir();
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* ent = ::readdir(d)) {
+    const std::string name = ent->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string path = dir + "/" + name;
+    std::optional<ControlEntry> e = read_control_file(path);
+    if (!e) continue;
+    if (!alive(e->launcher)) {
+      ::unlink(path.c_str());  // a launcher killed before it could clean up
+      continue;
+    }
+    out.push_back(*e);
+  }
+  ::closedir(d);
+  return out;
+}
+
+}  // namespace torchprof::cli
