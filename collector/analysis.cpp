@@ -159,19 +159,6 @@ void assign_actions(std::vector<Step>& steps, const std::optional<Schedule>& sch
   }
 }
 
-// Each event belongs to the step whose interval holds its start (StepLocator).
-void assign_events(Process& proc) {
-  const StepLocator locate(proc.steps);
-  ptrdiff_t cursor = 0;
-  uint32_t tid = 0;
-  for (size_t i = 0; i < proc.events_list.size(); ++i) {
-    Event& e = proc.events_list[i];
-    const bool restart = i == 0 || e.tid != tid;
-    tid = e.tid;
-    e.step = locate.step_of(e.start_ns, cursor, restart);
-  }
-}
-
 }  // namespace
 
 StepLocator::StepLocator(const std::vector<Step>& steps) : steps_(steps) { extend(); }
@@ -279,7 +266,7 @@ void compute_nesting(Process& proc) {
 void compute_steps(Process& proc, const AnalysisOptions& options) {
   proc.steps = steps_of_markers(proc, find_markers(proc, StepMarker(options.step_marker)),
                                 options.schedule);
-  assign_events(proc);
+  assign_events_to_steps(proc);
 }
 
 namespace {
@@ -443,6 +430,19 @@ const char* step_action_name(StepAction action) {
       return "record_and_save";
   }
   return "none";
+}
+
+// Each event belongs to the step whose interval holds its start (StepLocator).
+void assign_events_to_steps(Process& proc) {
+  const StepLocator locate(proc.steps);
+  ptrdiff_t cursor = 0;
+  uint32_t tid = 0;
+  for (size_t i = 0; i < proc.events_list.size(); ++i) {
+    Event& e = proc.events_list[i];
+    const bool restart = i == 0 || e.tid != tid;
+    tid = e.tid;
+    e.step = locate.step_of(e.start_ns, cursor, restart);
+  }
 }
 
 }  // namespace torchprof

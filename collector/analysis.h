@@ -87,4 +87,7 @@ class StepLocator {
   std::vector<int64_t> furthest_end_;  // [k]: latest end among steps 0..k
 };
 
+// Sets each event's step: the one whose interval holds its start (StepLocator).
+void assign_events_to_steps(Process& proc);
+
 }  // namespace torchprof

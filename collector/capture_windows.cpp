@@ -43,18 +43,6 @@ std::vector<CaptureWindow> windows_of(const Process& proc) {
   return out;
 }
 
-void assign_events_to_steps(Process& proc) {
-  const StepLocator locate(proc.steps);
-  ptrdiff_t cursor = 0;
-  uint32_t tid = 0;
-  for (size_t i = 0; i < proc.events_list.size(); ++i) {
-    Event& e = proc.events_list[i];
-    const bool restart = i == 0 || e.tid != tid;
-    tid = e.tid;
-    e.step = locate.step_of(e.start_ns, cursor, restart);
-  }
-}
-
 // One step per window, for a process with no step markers of its own.
 void steps_from_windows(Process& proc) {
   proc.steps.clear();
