@@ -234,6 +234,8 @@ const Stats& ConnPass::side_stats(int32_t index) const {
     case wire::Kind::kBufferRefused:
       buffers_.take(r, conn_.hello);
       break;
+    case wire::Kind::kCaptureWindow:  // the windows decide steps and cycles: the full analysis's job
+      throw Refusal{"the capture has on-demand capture windows"};
     case wire::Kind::kStart:
       range_start(r, tid, thread);
       last_event_ = true;
