@@ -195,7 +195,10 @@ void write_kernel(ThreadBuffer* tb, const CUpti_ActivityKernel10& r) {
   put(tb, ascii_name(r.name), head, x);
 }
 
-void write_memcpy(ThreadBuffer* tb, const CUpti_ActivityMemcpy6& r) {
+// A kMemcpy: device-to-host and the like from MEMCPY records on their device; peer-to-peer
+// copies come only as MEMCPY2 records, written on the source device (copy kind PTOP).
+template <typename CopyRecord>
+void write_copy(ThreadBuffer* tb, const CopyRecord& r, uint32_t device) {
   wire::GpuCopyExtra x{};
   x.bytes = r.bytes;
   x.stream = r.streamId;
@@ -205,23 +208,7 @@ void write_memcpy(ThreadBuffer* tb, const CUpti_ActivityMemcpy6& r) {
   x.dst_kind = r.dstKind;
   x.flags = r.flags;
   x.graph_id = r.graphId;
-  Record head{k(Kind::kMemcpy), 0, dev(r.deviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
-  put(tb, NameRef{}, head, x);
-}
-
-// Peer-to-peer copies come only as MEMCPY2 records: a kMemcpy of copy kind PTOP on
-// the source device.
-void write_peer_copy(ThreadBuffer* tb, const CUpti_ActivityMemcpyPtoP4& r) {
-  wire::GpuCopyExtra x{};
-  x.bytes = r.bytes;
-  x.stream = r.streamId;
-  x.context = r.contextId;
-  x.copy_kind = r.copyKind;
-  x.src_kind = r.srcKind;
-  x.dst_kind = r.dstKind;
-  x.flags = r.flags;
-  x.graph_id = r.graphId;
-  Record head{k(Kind::kMemcpy), 0, dev(r.srcDeviceId), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
+  Record head{k(Kind::kMemcpy), 0, dev(device), 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, NameRef{}, head, x);
 }
 
@@ -286,10 +273,16 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       if (!g_skip_kernels) write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
       break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY: write_memcpy(tb, *reinterpret_cast<const CUpti_ActivityMemcpy6*>(a)); break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY2:
-      write_peer_copy(tb, *reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(a));
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
+      write_copy(tb, copy, copy.deviceId);
       break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(a);
+      write_copy(tb, copy, copy.srcDeviceId);
+      break;
+    }
     case CUPTI_ACTIVITY_KIND_MEMSET: write_memset(tb, *reinterpret_cast<const CUpti_ActivityMemset4*>(a)); break;
     case CUPTI_ACTIVITY_KIND_MEMORY2: write_memory(tb, *reinterpret_cast<const CUpti_ActivityMemory4*>(a)); break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
