@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <string>
 
-#include "collector/model.h"
-#include "collector/overview.h"
+#include "analysis/model.h"
+#include "analysis/overview.h"
 #include "formats/table.h"
 
 namespace torchprof {
