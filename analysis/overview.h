@@ -32,7 +32,7 @@
 
 namespace torchprof {
 
-// Thresholds; README.md and man/torchprof-report.1 list them.
+// Thresholds; docs/outputs.md and man/torchprof-report.1 list them.
 struct OverviewThresholds {
   int64_t kernel_wait_ns = 30'000;        // HTA's consecutive_kernel_delay
   int64_t short_kernel_ns = 10'000;       // "short kernel"

@@ -1,4 +1,4 @@
-// summary.json, schema torchprof.summary/1 (see ../shared/DESIGN.md): fields are
+// summary.json, schema torchprof.summary/1 (docs/outputs.md): fields are
 // only ever added, never renamed. Times are integer nanoseconds.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The operator table of key_averages().table(), and the same rows as CSV, JSON and
-// Markdown. Layout rules follow torch (see ../shared/REFERENCE.md): right-aligned
+// Markdown. Layout rules follow torch (tests/fixtures/torch_tables): right-aligned
 // columns each followed by two spaces, Name width min(longest + 4, 55), other
 // columns 12, `%.3f` + us|ms|s times, `%.2f%%` shares, ProfilerStep#N folded.
 #pragma once

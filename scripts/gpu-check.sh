@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks torchprof on a real GPU against references: a CUDA sample timed with CUDA
-# events, a PyTorch loop under torch.profiler, and the CUPTI cases (README "GPU
-# programs"): torch.profiler inside the profiled process, cudaProfilerStop with kernels
+# events, a PyTorch loop under torch.profiler, and the CUPTI cases (docs/gpu.md, "What real
+# CUPTI does"): torch.profiler inside the profiled process, cudaProfilerStop with kernels
 # queued, an exit without synchronizing, a SIGKILL mid-run. Run from the repository root:
 #   scripts/gpu-check.sh [--dry] [BUILD_DIR]   (default: build; report under $OUT, default ./gpu-check-out)
 # Every step's failure is recorded in $OUT/report.txt and the next step runs;

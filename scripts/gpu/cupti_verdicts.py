@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Verdicts of scripts/gpu-check.sh's CUPTI cases (README "GPU programs"): one PASS or
+"""Verdicts of scripts/gpu-check.sh's CUPTI cases (docs/gpu.md): one PASS or
 FAIL line per check, INFO lines with the figures. Exit status 0 whatever they say.
 
   cupti_verdicts.py profiler-stop --summary S --case CASE.json

@@ -242,7 +242,8 @@ def setup_packages():
     check(set(build) < set(tests), f"--tests does not add to the build packages: {build} / {tests}")
     check_eq(sorted(set(tests) - set(build)), sorted(TEST_ONLY), "test-only packages")
     with open(os.path.join(os.path.dirname(SETUP), "..", "README.md"), encoding="utf-8") as f:
-        readme = f.read().split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+        block = f.read().split("```sh\n", 1)[1].split("```", 1)[0]
+    readme = [" ".join(c.split()) for c in block.replace("\\\n", " ").splitlines()]
     check(readme[0].startswith("scripts/setup.sh && ") and "demo_train" in readme[0],
           f"README's first command: {readme[0]!r}")
     check(readme[1].startswith("scripts/setup.sh --tests && "), f"README's second command: {readme[1]!r}")

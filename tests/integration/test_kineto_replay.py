@@ -1,5 +1,5 @@
 """Real GPU traces end to end without a GPU: kineto_replay plays a trace torch.profiler
-recorded on an A100 or V100 (../shared/fixtures/kineto_real, see SOURCE.md there) back
+recorded on an A100 or V100 (tests/fixtures/kineto_real, see SOURCE.md there) back
 through the fake libcupti under torchprof-run, and what torchprof reports is compared
 with what this file computes from the trace itself, with none of the product's code:
 

@@ -1,7 +1,7 @@
 """The overview's second computation (overview_reference.py, from a Kineto trace) on
 hand-built traces with worked figures, then against torchprof's own overview
 (summary.json) on the fake-GPU workloads built for it, where both must agree to the
-nanosecond, and on the real traces of ../shared/fixtures/kineto_real/ (the breakdown and
+nanosecond, and on the real traces of tests/fixtures/kineto_real/ (the breakdown and
 idle split computed there; test_kineto_replay compares torchprof's overview of each
 replayed trace with this computation on the trace torchprof wrote).
 

@@ -1,5 +1,5 @@
 """Traces against the structure of real Kineto traces (the fixtures under
-../shared/fixtures/kineto): the top-level keys, the args every event of a category
+tests/fixtures/kineto): the top-level keys, the args every event of a category
 carries, ac2g flows in pairs, children inside their parents per thread, X events
 with ts and dur >= 0, ProfilerStep#N rows for the recorded steps, file names the
 TensorBoard plugin accepts and the rank where HTA looks for it.
