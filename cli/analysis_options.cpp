@@ -5,6 +5,7 @@
 
 #include "cli/errors.h"
 #include "cli/log.h"
+#include "cli/validators.h"
 #include "collector/capture_range.h"
 #include "collector/schedule.h"
 #include "pipeline/check.h"
@@ -36,7 +37,8 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_option("--row-limit", options.row_limit, "Rows in the table; 0 or less = all")
       ->capture_default_str();
   app.add_option("--schedule", options.schedule,
-                 "torch.profiler schedule: wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]");
+                 "torch.profiler schedule: wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]")
+      ->check(non_empty("wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]"));
   app.add_option("--step-marker", options.step_marker,
                  "ECMAScript regex naming step ranges and marks")
       ->capture_default_str();
@@ -70,12 +72,11 @@ void validate_analysis_options(const OutputOptions& options) {
   if (options.table_only && options.stats) throw UsageError("--stats needs the whole report, not --table-only");
   if (options.table_only && options.advice) throw UsageError("--advice needs the whole report, not --table-only");
   if (!options.schedule.empty()) {
+    // The warning (warmup=0) is the analysis's: it comes once, with the run's other notes.
     std::string error;
-    std::string warning;
-    if (!parse_schedule(options.schedule, &error, &warning)) {
+    if (!parse_schedule(options.schedule, &error, nullptr)) {
       throw UsageError("--schedule " + options.schedule + ": " + error);
     }
-    if (!warning.empty()) log().warn("--schedule: {}", warning);
   }
   if (std::string error; !parse_capture_range(options.capture_range, &error)) {
     throw UsageError("--capture-range " + options.capture_range + ": " + error);

@@ -123,8 +123,7 @@ int dispatch(int argc, char** argv, Entry entry) {
     app.parse(prepare_args(argc, argv, is_run, line));
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    print_error(e.what());
-    std::cerr << "Run with --help for more information.\n";
+    print_error(std::string(e.what()) + " (see --help)");  // one line, as every usage error
     return kExitUsage;
   }
   for (auto& [sub_app, action] : commands) {

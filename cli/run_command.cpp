@@ -20,6 +20,7 @@
 #include "cli/output_dir.h"
 #include "cli/program_path.h"
 #include "cli/python_target.h"
+#include "cli/validators.h"
 #include "cli/run_info.h"
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
@@ -225,7 +226,8 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
                "not a Python interpreter or script, e.g. a shell script that runs python");
   app.add_flag("--no-python", options->no_python, "Never load the Python bootstrap");
   app.add_option("--trace", options->trace,
-                 "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)");
+                 "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)")
+      ->check(non_empty("a comma list of nvtx, cuda, gpu, memory, python, all"));
   app.add_flag("--pytorch-ops", options->pytorch_ops,
                "Record each PyTorch operator as a cpu_op range (Python targets; costs "
                "microseconds per op)");
