@@ -10,7 +10,7 @@
 //
 // --no-traces skips the Kineto traces (a 100M-event capture makes ~20 GB of them):
 // the table, summary.json and peak RSS figures remain. --streamed times the table
-// made in one streamed pass over the capture (collector/stream_table.h, what
+// made in one streamed pass over the capture (analysis/stream_table.h, what
 // `torchprof report --table-only` does) instead, with its peak RSS.
 //
 // "Events" are timeline events after decoding (an NVTX range is one event, as in
@@ -29,10 +29,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "collector/analysis.h"
-#include "collector/decode.h"
-#include "collector/overview.h"
-#include "collector/stream_table.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
+#include "analysis/overview.h"
+#include "analysis/stream_table.h"
 #include "formats/kineto_trace.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"

@@ -30,8 +30,8 @@
 
 #include "collector/capture_writer.h"
 #include "collector/server.h"
-#include "formats/wire/frame_codec.h"
-#include "formats/wire/wire.h"
+#include "common/wire/frame_codec.h"
+#include "common/wire/wire.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "cli/validators.h"
-#include "collector/capture_range.h"
-#include "collector/schedule.h"
+#include "analysis/capture_range.h"
+#include "analysis/schedule.h"
 #include "pipeline/check.h"
 
 namespace torchprof::cli {

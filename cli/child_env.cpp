@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "formats/wire/env.h"
+#include "common/wire/env.h"
 
 namespace torchprof::cli {
 namespace {

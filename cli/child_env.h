@@ -1,4 +1,4 @@
-// The target's environment, built in one place (variables listed in formats/wire/env.h).
+// The target's environment, built in one place (variables listed in common/wire/env.h).
 #pragma once
 
 #include <string>

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "formats/wire/env.h"
+#include "common/wire/env.h"
 
 namespace torchprof::cli {
 

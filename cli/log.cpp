@@ -4,7 +4,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include "formats/wire/env.h"
+#include "common/wire/env.h"
 
 namespace torchprof::cli {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <system_error>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 namespace {

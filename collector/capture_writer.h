@@ -1,4 +1,4 @@
-// Appends chunks to DIR/capture.tprof (layout in formats/wire/capture_format.h).
+// Appends chunks to DIR/capture.tprof (layout in common/wire/capture_format.h).
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "formats/wire/capture_format.h"
+#include "common/wire/capture_format.h"
 
 namespace torchprof {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 

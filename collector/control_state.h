@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 

@@ -18,7 +18,7 @@
 
 #include "collector/capture_writer.h"
 #include "collector/control_state.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 namespace {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 

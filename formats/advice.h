@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "collector/overview.h"
+#include "analysis/overview.h"
 
 namespace torchprof {
 

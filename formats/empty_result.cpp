@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "collector/schedule.h"
+#include "analysis/schedule.h"
 #include "common/text.h"
 
 namespace torchprof {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 
 namespace torchprof {
 

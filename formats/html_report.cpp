@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "collector/analysis.h"
-#include "collector/gpu_analysis.h"
+#include "analysis/analysis.h"
+#include "analysis/gpu_analysis.h"
 #include "formats/json_writer.h"
 #include "formats/overview_json.h"
 
@@ -247,7 +247,7 @@ Json steps_json(const Run& run, int64_t base) {
   return steps;
 }
 
-// On-demand capture windows (collector/capture_windows.h), on the timeline's clock.
+// On-demand capture windows (analysis/capture_windows.h), on the timeline's clock.
 Json capture_windows_json(const Run& run, int64_t base) {
   Json out = Json::array();
   for (const Process& p : run.processes) {

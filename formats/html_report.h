@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "collector/model.h"
-#include "collector/overview.h"
+#include "analysis/model.h"
+#include "analysis/overview.h"
 #include "formats/table.h"
 
 namespace torchprof {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 #include "formats/json_writer.h"
 
 namespace torchprof::kineto {

@@ -16,7 +16,7 @@
 
 #include "formats/json_writer.h"
 #include "formats/kineto_gpu.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "formats/write_behind.h"
 
 namespace torchprof {

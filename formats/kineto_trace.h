@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 #include "formats/json_writer.h"
 
 namespace torchprof {

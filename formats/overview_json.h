@@ -1,10 +1,10 @@
-// The overview (collector/overview.h) as JSON: summary.json's "overview" object, which
+// The overview (analysis/overview.h) as JSON: summary.json's "overview" object, which
 // report.html's first section also reads. Times are integer nanoseconds, shares percent.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "collector/overview.h"
+#include "analysis/overview.h"
 
 namespace torchprof {
 

@@ -1,4 +1,4 @@
-// The per-rank step-time table of a merged report (collector/rank_steps.h) as text,
+// The per-rank step-time table of a merged report (analysis/rank_steps.h) as text,
 // Markdown, CSV and JSON, and the per-step view of which rank was slowest.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collector/rank_steps.h"
+#include "analysis/rank_steps.h"
 
 namespace torchprof {
 

@@ -4,7 +4,7 @@
 
 #include <ostream>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 
 namespace torchprof {
 

@@ -5,13 +5,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "collector/analysis.h"
-#include "collector/gpu_analysis.h"
-#include "collector/overview.h"
-#include "collector/rank_steps.h"
+#include "analysis/analysis.h"
+#include "analysis/gpu_analysis.h"
+#include "analysis/overview.h"
+#include "analysis/rank_steps.h"
 #include "formats/overview_json.h"
 #include "formats/rank_table.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 
@@ -65,7 +65,7 @@ Json process_json(const Process& p) {
           {"loss_note", p.loss_note.empty() ? Json(nullptr) : Json(p.loss_note)}};
 }
 
-// On-demand capture windows (collector/capture_windows.h), one entry per process and window.
+// On-demand capture windows (analysis/capture_windows.h), one entry per process and window.
 Json capture_windows_json(const Run& run) {
   Json out = Json::array();
   for (const Process& p : run.processes) {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 
 namespace torchprof {
 
@@ -15,7 +15,7 @@ struct RankReport;
 // `traces`: paths of the trace files written, listed relative to `out_dir` when inside it.
 // A merged run (Run::inputs not empty) also gets "inputs", "input" in each process and
 // step, and "ranks" from `ranks` (formats/rank_table.h) when given. "overview" is
-// `overview` (collector/overview.h), computed here when not given.
+// `overview` (analysis/overview.h), computed here when not given.
 std::string render_summary_json(const Run& run, const std::vector<std::string>& traces = {},
                                 const std::string& out_dir = "", const RankReport* ranks = nullptr,
                                 const Overview* overview = nullptr);

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 
 namespace torchprof {
 

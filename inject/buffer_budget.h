@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof::inject {
 

@@ -46,7 +46,7 @@ TORCHPROF_EXPORT void torchprof_mark(const char* name) {
 
 // A PyTorch op range from the Python bootstrap (python/torchprof/_pytorch_ops.py):
 // the message in emit_nvtx's format, in the "torchprof.ops" domain that tells the
-// collector every range in it is an op (collector/op_message.h). The domain id is
+// collector every range in it is an op (analysis/op_message.h). The domain id is
 // looked up (under the registry's lock) once per thread buffer, so once per thread
 // and again in a forked child, which starts with fresh buffers.
 TORCHPROF_EXPORT int torchprof_op_push(const char* message) {

@@ -27,7 +27,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/process_state.h"
 #include "inject/thread_buffer.h"
 

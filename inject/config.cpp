@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "formats/wire/env.h"
+#include "common/wire/env.h"
 #include "inject/buffer_budget.h"
 
 extern char** environ;

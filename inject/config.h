@@ -1,5 +1,5 @@
 // Settings of the injected library, read once from the TORCHPROF_* environment
-// (formats/wire/env.h) when the library is loaded, plus the one-line stderr notice.
+// (common/wire/env.h) when the library is loaded, plus the one-line stderr notice.
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/config.h"
 
 namespace torchprof::inject {

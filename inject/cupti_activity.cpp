@@ -8,7 +8,7 @@
 #include <cstring>
 #include <new>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/buffer_budget.h"
 #include "inject/clock.h"
 #include "inject/cupti_api.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "formats/wire/env.h"
+#include "common/wire/env.h"
 #include "inject/config.h"
 
 namespace torchprof::inject {

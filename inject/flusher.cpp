@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "formats/wire/frame_codec.h"
+#include "common/wire/frame_codec.h"
 #include "inject/buffer_budget.h"
 #include "inject/capture_control.h"
 #include "inject/clock.h"

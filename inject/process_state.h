@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/thread_buffer.h"
 
 namespace torchprof::inject {

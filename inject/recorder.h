@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/thread_buffer.h"
 
 namespace torchprof::inject {

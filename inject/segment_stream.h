@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof::inject {
 

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 #include "inject/segment_stream.h"
 #include "inject/string_intern.h"
 

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "collector/analysis.h"
-#include "collector/decode.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
 #include "common/errors.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 #include "pipeline/diff_breakdown.h"
 
 namespace torchprof {

@@ -1,5 +1,5 @@
 // The step time breakdown of two runs side by side, for `torchprof diff`: each run's
-// average per step from its summary.json (overview.breakdown, collector/overview.h).
+// average per step from its summary.json (overview.breakdown, analysis/overview.h).
 #pragma once
 
 #include <array>
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collector/overview.h"
+#include "analysis/overview.h"
 
 namespace torchprof {
 

@@ -11,13 +11,13 @@
 #include <limits>
 #include <sstream>
 
-#include "collector/analysis.h"
-#include "collector/capture_reader.h"
-#include "collector/capture_scan.h"
-#include "collector/decode.h"
-#include "collector/overview.h"
-#include "collector/rank_steps.h"
-#include "collector/stream_table.h"
+#include "analysis/analysis.h"
+#include "reading/capture_reader.h"
+#include "reading/capture_scan.h"
+#include "analysis/decode.h"
+#include "analysis/overview.h"
+#include "analysis/rank_steps.h"
+#include "analysis/stream_table.h"
 #include "formats/advice.h"
 #include "formats/empty_result.h"
 #include "formats/folded_stacks.h"
@@ -295,9 +295,8 @@ std::string too_big_to_analyse(const std::string& capture, const OutputOptions& 
     return {};  // fits whatever its frames hold
   }
   CaptureReader reader(capture);
-  Run scanned_run;
   uint64_t slots = 0;
-  for (const auto& conn : scan_capture(reader, scanned_run).conns) {
+  for (const auto& conn : scan_capture(reader).conns) {
     for (const FrameRef& ref : conn->frames) slots += ref.slots;
   }
   const double need = static_cast<double>(slots) * kAnalysisBytesPerSlot;

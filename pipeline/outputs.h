@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/merge.h"
+#include "analysis/merge.h"
 #include "common/errors.h"
 
 namespace torchprof {
@@ -31,7 +31,7 @@ struct OutputOptions {
                                               // above the median rank's is a straggler
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
   bool table_only = false;                    // only the table (table.txt): streamed from the
-                                              // capture when collector/stream_table.h takes it
+                                              // capture when analysis/stream_table.h takes it
   int64_t max_analysis_bytes = -1;            // one capture whose full analysis would need more
                                               // gets only the streamed table; -1 = the memory
                                               // available now, 0 = no limit
@@ -56,8 +56,8 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
                            std::ostream& out);
 
 // Several runs as one (`torchprof report DIR1 DIR2 …`): every capture is decoded and
-// analysed with the same options, then merged (collector/merge.h). Prints and writes
-// what write_outputs does, with the per-rank step-time table (collector/rank_steps.h)
+// analysed with the same options, then merged (analysis/merge.h). Prints and writes
+// what write_outputs does, with the per-rank step-time table (analysis/rank_steps.h)
 // after the op table and "inputs" and "ranks" in summary.json. Throws InputError naming
 // the input that cannot be read before any file is written.
 OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const OutputOptions& options,

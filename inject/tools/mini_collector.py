@@ -3,7 +3,7 @@
 
 Listens on a Unix socket, answers HelloAck (status from --status), decodes every
 Frame (zstd via libzstd through ctypes, then the inverse delta transform of
-formats/wire/frame_codec.h for kZstdDelta frames) and prints one JSON object per
+common/wire/frame_codec.h for kZstdDelta frames) and prints one JSON object per
 connection when it closes: Hello fields, per-thread record counts by kind, the
 last kDropped pair, resolved names of pushes, seq gaps and the Bye. Exits after
 --connections connections have closed.
@@ -17,7 +17,7 @@ KINDS = {0: "pad", 1: "string", 2: "push", 3: "pop", 4: "start", 5: "end", 6: "m
          38: "sync", 39: "device", 40: "gpu_dropped", 41: "gpu_notice", 42: "cuda_profiler",
          43: "gpu_unreadable", 44: "gpu_state"}
 
-# Continuation-slot layouts of the GPU kinds (formats/wire/wire.h Gpu*Extra).
+# Continuation-slot layouts of the GPU kinds (common/wire/wire.h Gpu*Extra).
 GPU_EXTRA = {
     "kernel": ("<II3I3IIIIIQQ", ["stream", "context", "grid", "block", "registers_per_thread",
                                  "static_shared_memory", "dynamic_shared_memory", "graph_id", "graph_node_id",
@@ -98,7 +98,7 @@ def unzigzag(v):
 
 
 def undelta(data, n):
-    """Inverse of the delta transform (formats/wire/frame_codec.h): `n` slots as raw bytes."""
+    """Inverse of the delta transform (common/wire/frame_codec.h): `n` slots as raw bytes."""
     pos = 0
     header = []
     for _ in range(7):

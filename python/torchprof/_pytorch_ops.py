@@ -4,7 +4,7 @@
 TORCHPROF_PYTORCH_OPS (set by torchprof-run) is a comma list: "ops" turns the capture
 on, "shapes" adds each op's input shapes, "stack" its Python source location. Unset or
 empty: torch is left alone. Each op becomes a range whose message has emit_nvtx's
-format (collector/op_message.h parses it):
+format (analysis/op_message.h parses it):
 
     aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, stack = f.py(12): fwd; f.py(30): <module>]
 

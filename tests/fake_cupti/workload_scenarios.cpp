@@ -42,7 +42,7 @@
 //   range copy_back  Self CUDA 4000us  CUDA total 4000us: _Z4workv 1000us, then a blocking cudaMemcpy
 //   DtoH 8388608 B 3000us on stream 7; the range lasts >= 3005us of CPU (3000us + launch latency).
 //
-// Four steps each with one problem of the overview's (collector/overview.h), and a fifth
+// Four steps each with one problem of the overview's (analysis/overview.h), and a fifth
 // with none; each must give exactly its recommendation (tests/integration/test_gpu_fake.py):
 // loader    a DataLoader range busy 3ms, then a 1ms kernel, per step: DataLoader ~50-75% of
 //           the step (the kernel overlaps the next step's loading).

@@ -18,15 +18,15 @@
 
 #include <spdlog/spdlog.h>
 
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 #include "collector/capture_writer.h"
-#include "collector/decode.h"
+#include "analysis/decode.h"
 #include "collector/server.h"
-#include "collector/stream_table.h"
+#include "analysis/stream_table.h"
 #include "common/errors.h"
-#include "formats/wire/capture_format.h"
-#include "formats/wire/frame_codec.h"
-#include "formats/wire/wire.h"
+#include "common/wire/capture_format.h"
+#include "common/wire/frame_codec.h"
+#include "common/wire/wire.h"
 
 namespace torchprof::fuzz {
 namespace {

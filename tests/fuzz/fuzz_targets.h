@@ -12,7 +12,7 @@ namespace torchprof::fuzz {
 //   1  one frame body as it comes off the wire (FrameHeader + zstd bytes)
 //   2  raw 32-byte record slots, compressed here into a frame, so the fuzzer
 //      explores the records rather than zstd
-//   3  raw record slots as in 2, delta-encoded (formats/wire/frame_codec.h) and
+//   3  raw record slots as in 2, delta-encoded (common/wire/frame_codec.h) and
 //      compressed into a kZstdDelta frame
 //   4  a slot count (2 bytes, little-endian), then delta-transformed bytes,
 //      compressed here into a kZstdDelta frame: the fuzzer explores the transform's

@@ -5,7 +5,7 @@
 Each seed starts with the mode byte of tests/fuzz/fuzz_targets.h: 0 + the capture
 (whole, and a prefix that ends mid-chunk), 1 + each of the first frame bodies,
 2 and 3 + hand-made raw records covering every record kind the decoder knows,
-4 + those records' delta transform (formats/wire/frame_codec.h), and 5 + socket
+4 + those records' delta transform (common/wire/frame_codec.h), and 5 + socket
 streams (a Hello then the capture's first frames as messages; a stream with no Hello)."""
 
 import os

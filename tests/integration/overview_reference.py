@@ -1,6 +1,6 @@
 """A second, separate computation of the overview's step time breakdown and GPU idle
 split, from a Kineto trace (JSON) rather than from torchprof's analysed model, to check
-collector/overview.cpp against. Stdlib only; times in integer nanoseconds (a trace's
+analysis/overview.cpp against. Stdlib only; times in integer nanoseconds (a trace's
 `ts`/`dur` are microseconds with three decimals, read exactly as decimals).
 
 Definitions, from the sources the overview follows:

@@ -1,5 +1,5 @@
 // Writes small capture files by hand for the decoder tests: the real structs of
-// formats/wire/ and real zstd frames, so the tests exercise the same bytes the
+// common/wire/ and real zstd frames, so the tests exercise the same bytes the
 // collector stores.
 #pragma once
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "formats/wire/capture_format.h"
-#include "formats/wire/wire.h"
+#include "common/wire/capture_format.h"
+#include "common/wire/wire.h"
 
 namespace torchprof::test {
 
@@ -44,7 +44,7 @@ struct Slots {
   }
   Slots& pop(uint64_t ts, uint16_t domain = 0) { return rec(wire::Kind::kPop, 0, ts, 0, 0, domain); }
 
-  // CUDA/GPU records, laid out as inject/ writes them (formats/wire/wire.h kinds 32..42).
+  // CUDA/GPU records, laid out as inject/ writes them (common/wire/wire.h kinds 32..42).
   template <typename T>
   Slots& with_extra(wire::Kind kind, uint32_t name, uint64_t ts, uint64_t a, uint64_t b, uint16_t domain,
                     const T& extra) {

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "analysis_capture_builder.h"
-#include "collector/capture_reader.h"
-#include "collector/decode.h"
+#include "reading/capture_reader.h"
+#include "analysis/decode.h"
 #include "common/errors.h"
 
 namespace torchprof {

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "analysis_capture_builder.h"
-#include "collector/analysis.h"
-#include "collector/decode.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
 
 namespace torchprof {
 

@@ -6,10 +6,10 @@
 
 #include "analysis_capture_builder.h"
 #include "analysis_gpu_capture.h"
-#include "collector/analysis.h"
-#include "collector/decode.h"
-#include "collector/gpu_analysis.h"
-#include "collector/gpu_decode.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
+#include "analysis/gpu_analysis.h"
+#include "analysis/gpu_decode.h"
 
 namespace torchprof {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 #include "common/errors.h"
 
 namespace torchprof {

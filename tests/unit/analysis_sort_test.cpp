@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 
 namespace torchprof {
 

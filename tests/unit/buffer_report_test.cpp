@@ -7,8 +7,8 @@
 #include <string>
 
 #include "analysis_capture_builder.h"
-#include "collector/decode.h"
-#include "collector/stream_table.h"
+#include "analysis/decode.h"
+#include "analysis/stream_table.h"
 #include "formats/summary_json.h"
 #include "stream_table_test_util.h"
 

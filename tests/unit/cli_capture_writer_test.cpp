@@ -7,9 +7,9 @@
 #include <system_error>
 #include <vector>
 
-#include "collector/capture_reader.h"
+#include "reading/capture_reader.h"
 #include "collector/capture_writer.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "collector/capture_reader.h"
+#include "reading/capture_reader.h"
 #include "collector/capture_writer.h"
 #include "collector/server.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 namespace {

@@ -1,4 +1,4 @@
-#include "collector/decoded_frames.h"
+#include "reading/decoded_frames.h"
 
 #include <doctest/doctest.h>
 
@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "analysis_capture_builder.h"
-#include "collector/capture_scan.h"
-#include "collector/decode.h"
-#include "collector/stream_table.h"
+#include "reading/capture_scan.h"
+#include "analysis/decode.h"
+#include "analysis/stream_table.h"
 
 namespace torchprof {
 
@@ -52,8 +52,7 @@ std::string many_frames(const std::string& file) {
 TEST_CASE("decoded frames: every frame in order, damaged ones flagged, ahead or inline") {
   static_assert(kFrames >= DecodedFrames::kThreadedFrames + DecodedFrames::kAhead);
   CaptureReader reader(many_frames("many_frames.tprof"));
-  Run run;
-  ScanResult scanned = scan_capture(reader, run);
+  ScanResult scanned = scan_capture(reader);
   REQUIRE(scanned.conns.size() == 1);
   REQUIRE(scanned.conns[0]->frames.size() == kFrames);
   for (DecodedFrames::Mode mode : {DecodedFrames::Mode::kAhead, DecodedFrames::Mode::kInline}) {
@@ -78,8 +77,7 @@ TEST_CASE("decoded frames: every frame in order, damaged ones flagged, ahead or 
 
 TEST_CASE("decoded frames: left after a few frames, the thread stops") {
   CaptureReader reader(many_frames("many_frames_left.tprof"));
-  Run run;
-  ScanResult scanned = scan_capture(reader, run);
+  ScanResult scanned = scan_capture(reader);
   REQUIRE(scanned.conns.size() == 1);
   for (int taken = 0; taken < 3; ++taken) {
     DecodedFrames frames(reader, scanned.conns[0]->frames);

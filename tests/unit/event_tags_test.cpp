@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "collector/model.h"
+#include "analysis/model.h"
 
 namespace torchprof {
 

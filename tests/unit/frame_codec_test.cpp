@@ -1,5 +1,5 @@
-// The delta transform of kZstdDelta frames (formats/wire/frame_codec.h) and the
-// collector's frame decoding (collector/frame_decode.h): exact round trips, edge
+// The delta transform of kZstdDelta frames (common/wire/frame_codec.h) and the
+// collector's frame decoding (reading/frame_decode.h): exact round trips, edge
 // cases, and damaged input answered with an error rather than a crash.
 #include <doctest/doctest.h>
 #include <zstd.h>
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "analysis_capture_builder.h"
-#include "collector/decode.h"
-#include "collector/frame_decode.h"
+#include "analysis/decode.h"
+#include "reading/frame_decode.h"
 #include "common/errors.h"
-#include "formats/wire/frame_codec.h"
+#include "common/wire/frame_codec.h"
 
 namespace torchprof {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 
 namespace torchprof {
 

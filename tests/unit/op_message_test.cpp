@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "collector/analysis.h"
-#include "collector/op_message.h"
+#include "analysis/analysis.h"
+#include "analysis/op_message.h"
 #include "formats/folded_stacks.h"
 #include "formats/kineto_trace.h"
 #include "formats/table.h"

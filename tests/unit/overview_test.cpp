@@ -1,4 +1,4 @@
-// The overview (collector/overview.h) on hand-built runs whose figures are worked out
+// The overview (analysis/overview.h) on hand-built runs whose figures are worked out
 // below: the step time breakdown by the plugin's precedence, steps widened to the GPU
 // work they launched, HTA's idle split per device and per stream, launch statistics,
 // copies, and the recommendations' rules one by one.
@@ -8,8 +8,8 @@
 #include <limits>
 #include <random>
 
-#include "collector/analysis.h"
-#include "collector/overview.h"
+#include "analysis/analysis.h"
+#include "analysis/overview.h"
 #include "formats/advice.h"
 
 namespace torchprof {

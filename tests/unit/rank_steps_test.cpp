@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "collector/analysis.h"
-#include "collector/merge.h"
-#include "collector/rank_steps.h"
+#include "analysis/analysis.h"
+#include "analysis/merge.h"
+#include "analysis/rank_steps.h"
 #include "common/errors.h"
 #include "formats/rank_table.h"
 #include "formats/summary_json.h"

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "collector/schedule.h"
+#include "analysis/schedule.h"
 
 namespace torchprof {
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "analysis_capture_builder.h"
-#include "collector/analysis.h"
-#include "collector/schedule.h"
-#include "collector/stream_table.h"
+#include "analysis/analysis.h"
+#include "analysis/schedule.h"
+#include "analysis/stream_table.h"
 #include "stream_table_test_util.h"
 
 namespace torchprof {

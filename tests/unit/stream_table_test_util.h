@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "analysis_capture_builder.h"
-#include "collector/analysis.h"
-#include "collector/decode.h"
-#include "collector/stream_table.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
+#include "analysis/stream_table.h"
 
 namespace torchprof::stream_test {
 

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "analysis_capture_builder.h"
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 #include "formats/summary_json.h"
 #include "pipeline/outputs.h"
 

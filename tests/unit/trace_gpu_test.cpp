@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "analysis_gpu_capture.h"
-#include "collector/analysis.h"
-#include "collector/decode.h"
+#include "analysis/analysis.h"
+#include "analysis/decode.h"
 #include "formats/kineto_gpu.h"
 #include "formats/kineto_trace.h"
 #include "formats/stats.h"

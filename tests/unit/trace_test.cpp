@@ -7,9 +7,9 @@
 #include <regex>
 #include <sstream>
 
-#include "collector/analysis.h"
+#include "analysis/analysis.h"
 #include "formats/kineto_trace.h"
-#include "formats/wire/wire.h"
+#include "common/wire/wire.h"
 
 namespace torchprof {
 

@@ -1,0 +1,93 @@
+// Analysis of a decoded run: nesting and self time per thread, steps, the
+// schedule's action and cycle per step, and the per-name aggregates (ops) over
+// the recorded steps of every process, as key_averages() computes them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/capture_range.h"
+#include "analysis/model.h"
+#include "analysis/schedule.h"
+
+namespace torchprof {
+
+struct AnalysisOptions {
+  std::optional<Schedule> schedule;            // nullopt: every step recorded, one cycle
+  std::string step_marker = "^ProfilerStep#";  // ECMAScript regex on range and mark names
+  CaptureRange capture_range;                  // what is outside its windows is dropped first
+  bool group_by_input_shape = false;           // cpu_op rows keyed by (name, input shapes) too
+};
+
+// Fills Event::parent/self_ns/step, Process::steps and Run::ops. Throws InputError
+// when the step-marker regex is invalid.
+void analyse(Run& run, const AnalysisOptions& options);
+
+// Orders events by (tid, start, longer first), the order Process::events_list keeps.
+void sort_events(std::vector<Event>& events);
+
+// Pieces of analyse(), exposed for tests.
+void compute_nesting(Process& proc);
+void compute_steps(Process& proc, const AnalysisOptions& options);
+void aggregate_ops(Run& run, bool group_by_input_shape = false);
+
+// The row a PyTorch op event counts in (kind cpu_op, its shapes when grouped by them,
+// its first Python frames): op_row_key() of it and the row's name identify the row.
+OpStats op_row(const OpInfo& op, bool group_by_input_shape);
+
+// Number of saved cycles (trace files) of a process after compute_steps().
+int cycle_count(const Process& proc);
+
+const char* step_action_name(StepAction action);  // none|warmup|record|record_and_save
+
+// torch renames ProfilerStep#N to ProfilerStep* before grouping its rows; so does analyse().
+constexpr std::string_view kStepNamePrefix = "ProfilerStep#";
+constexpr std::string_view kStepRowName = "ProfilerStep*";
+
+inline bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
+
+// The steps of a process whose step markers are `markers` (indices into its events_list,
+// in start order; none: the whole process is one step), with the schedule's action and
+// cycle of each.
+std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_t>& markers,
+                                   const std::optional<Schedule>& schedule);
+
+// The step-marker option: an ECMAScript regex searched for in range and mark names. A
+// pattern that is `^` and plain text (the default, "^ProfilerStep#") is tested as the
+// prefix it is, without running the regex: a run may have a step name per step.
+class StepMarker {
+ public:
+  // Throws InputError when `pattern` is not a regex.
+  explicit StepMarker(const std::string& pattern);
+  bool matches(const std::string& name) const;
+
+ private:
+  std::regex regex_;
+  std::optional<std::string> prefix_;
+};
+
+// Which step an event starting at t belongs to: the one whose interval holds t, the
+// later one on ties; -1 none. `cursor` carries the search from one call to the next of
+// a sequence of mostly increasing times (one per thread); `restart` begins a sequence.
+class StepLocator {
+ public:
+  explicit StepLocator(const std::vector<Step>& steps);
+  int32_t step_of(int64_t t, std::ptrdiff_t& cursor, bool restart) const;
+  // Takes in steps appended to the vector since the last call (or construction), each
+  // starting no earlier than those before it; cursors stay valid.
+  void extend();
+
+ private:
+  const std::vector<Step>& steps_;
+  std::vector<int64_t> furthest_end_;  // [k]: latest end among steps 0..k
+};
+
+// Sets each event's step: the one whose interval holds its start (StepLocator).
+void assign_events_to_steps(Process& proc);
+
+}  // namespace torchprof

@@ -1,0 +1,377 @@
+// The analysed run: what decoding and analysis produce and every output format reads.
+// Times are Unix-epoch nanoseconds (int64).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/name.h"
+
+namespace torchprof {
+
+enum class EventKind : uint8_t {
+  kRange,       // NVTX push/pop or start/end range on a CPU thread
+  kMark,        // NVTX mark (instant)
+  kCudaRuntime, // CUDA runtime API call (CUPTI callback): a CPU interval on its thread
+  kCudaDriver,  // CUDA driver API call made directly by the program
+};
+
+inline bool is_cuda_api(EventKind k) { return k == EventKind::kCudaRuntime || k == EventKind::kCudaDriver; }
+
+enum class StepAction : uint8_t { kNone, kWarmup, kRecord, kRecordAndSave };
+
+// What a PyTorch op range's message said (analysis/op_message.h). Events of the
+// same message share one.
+struct OpInfo {
+  std::string name;                 // e.g. "aten::addmm"
+  int64_t sequence = -1;            // autograd sequence number; -1 none
+  uint64_t op_id = 0;               // emit_nvtx's op id; 0 none
+  std::string input_shapes;         // "[[2, 3], [3, 4], []]" as torch prints them; "" not recorded
+  std::vector<std::string> stack;   // the program's Python frames, innermost first
+};
+
+// A stack's frames as one string, innermost first, ';'-separated (Kineto's "Call stack").
+inline std::string joined_frames(const std::vector<std::string>& frames) {
+  std::string out;
+  for (const std::string& frame : frames) {
+    if (!out.empty()) out += ';';
+    out += frame;
+  }
+  return out;
+}
+
+// What an event carries beside its name and times that most events share: its NVTX
+// domain and category, or a CUDA API call's callback id, a PyTorch op range's op, and
+// the thread a start/end range ended on when that is not the one it started on.
+// Interned like names (analysis/event_tags.cpp): a run holds a few distinct sets, so
+// an event holds one pointer to its set instead of the fields themselves.
+struct EventTags {
+  Name domain;                // "" for NVTX's default domain
+  Name category_name;         // the NVTX category's name, "" when it has none
+  const OpInfo* op = nullptr; // set for PyTorch op ranges (owned by the Process: op_infos)
+  uint32_t category = 0;      // ranges and marks: NVTX category; CUDA API calls: CUPTI callback id
+  static constexpr uint32_t kSameThread = ~0u;
+  uint32_t end_tid = kSameThread;  // the thread a range ended on, kSameThread: the one it started on
+
+  bool empty() const {
+    return domain.empty() && category_name.empty() && op == nullptr && category == 0 && end_tid == kSameThread;
+  }
+  friend bool operator==(const EventTags& a, const EventTags& b) {
+    return a.domain == b.domain && a.category_name == b.category_name && a.op == b.op &&
+           a.category == b.category && a.end_tid == b.end_tid;
+  }
+  // The one shared copy of `tags`, which lives as long as the process (nullptr for the
+  // empty set). Thread-safe; a per-thread cache answers repeated sets without a lock.
+  static const EventTags* intern(const EventTags& tags);
+};
+
+// One timeline event. Names and tags are interned (analysis/name.h, EventTags): a
+// run holds millions of events and only a few thousand distinct names. Fields are
+// ordered to pack: the size of this struct is most of the analysis's memory.
+struct Event {
+  Name name;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;        // == start_ns for marks
+  int64_t self_ns = 0;       // duration minus direct children's durations
+  // A field of ranges and marks shares its bytes with one of CUDA API calls (an event
+  // is never both).
+  union {
+    uint64_t payload = 0;    // ranges and marks: the NVTX payload's raw bits
+    uint64_t correlation;    // CUDA API calls: CUPTI correlation id, ties GPU records to this call
+  };
+  const EventTags* tags = nullptr;  // nullptr: default domain, no category, no op
+  uint32_t tid = 0;          // thread the range started on
+  int32_t parent = -1;       // index of the enclosing event on the same thread
+  int32_t step = -1;         // index into Process::steps, -1 outside any step
+  EventKind kind = EventKind::kRange;
+  uint8_t payload_type = 0;  // wire::PayloadType
+  bool push_pop = true;      // false for start/end ranges
+  bool unterminated = false; // never popped/ended: closed at the thread's last event
+
+  int64_t dur_ns() const { return end_ns - start_ns; }
+
+  Name domain() const { return tags != nullptr ? tags->domain : Name(); }
+  Name category_name() const { return tags != nullptr ? tags->category_name : Name(); }
+  // Set for PyTorch op ranges (emit_nvtx messages, the bootstrap's op capture): the
+  // range is a cpu_op named op()->name.
+  const OpInfo* op() const { return tags != nullptr ? tags->op : nullptr; }
+  uint32_t category() const { return tags != nullptr ? tags->category : 0; }  // ranges and marks
+  uint32_t cbid() const { return category(); }                                // CUDA API calls
+  // The thread the range ended on (start/end ranges may end on another).
+  uint32_t end_tid() const {
+    return tags != nullptr && tags->end_tid != EventTags::kSameThread ? tags->end_tid : tid;
+  }
+
+  void set_domain(Name domain) { retag([&](EventTags& t) { t.domain = domain; }); }
+  void set_category(uint32_t category, Name text) {
+    retag([&](EventTags& t) {
+      t.category = category;
+      t.category_name = text;
+    });
+  }
+  void set_cbid(uint32_t cbid) { retag([&](EventTags& t) { t.category = cbid; }); }
+  void set_op(const OpInfo* op) { retag([&](EventTags& t) { t.op = op; }); }
+  // Call after tid is set.
+  void set_end_tid(uint32_t end_tid) {
+    if (end_tid == this->end_tid()) return;
+    retag([&](EventTags& t) { t.end_tid = end_tid == tid ? EventTags::kSameThread : end_tid; });
+  }
+
+ private:
+  template <typename Fn>
+  void retag(Fn&& change) {
+    EventTags t = tags != nullptr ? *tags : EventTags{};
+    change(t);
+    tags = EventTags::intern(t);
+  }
+};
+static_assert(sizeof(Event) <= 64, "Event is most of the analysis's memory: keep it packed");
+
+// GPU time of a range as torch attributes it: Self CUDA = GPU records launched by API
+// calls whose innermost enclosing range is this one; CUDA total adds the children's
+// totals. API calls keep 0, as torch shows cudaLaunchKernel.
+struct CudaTime {
+  int64_t self_ns = 0;
+  int64_t total_ns = 0;
+};
+
+enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
+
+// One activity record of a GPU: kernel, memcpy, memset or synchronisation.
+struct GpuEvent {
+  GpuKind kind = GpuKind::kKernel;
+  Name name;                 // display name: demangled kernel, "Memcpy HtoD (Pageable -> Device)", …
+  Name mangled;              // kernel name as recorded ("" for other kinds)
+  uint32_t device = 0;
+  uint32_t stream = 0;       // ~0u: not tied to a stream (device/context syncs)
+  uint32_t context = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t queued_ns = 0;     // 0 unknown
+  uint64_t correlation = 0;
+  uint64_t bytes = 0;        // memcpy/memset
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t registers_per_thread = 0;
+  uint32_t static_shared_memory = 0;
+  uint32_t dynamic_shared_memory = 0;
+  uint32_t graph_id = 0;     // 0: not launched by a CUDA graph
+  uint64_t graph_node_id = 0;
+  uint8_t copy_kind = 0;     // CUpti_ActivityMemcpyKind; memset: the value set (low byte)
+  uint8_t src_kind = 0;      // CUpti_ActivityMemoryKind
+  uint8_t dst_kind = 0;
+  uint32_t sync_type = 0;    // CUpti_ActivitySynchronizationType
+  // Filled by analysis: the launching API call (index into Process::events_list, -1
+  // unknown), the range the time is attributed to (its innermost enclosing range, -1
+  // none) and the step (the launching call's, else the one holding start_ns).
+  int32_t api = -1;
+  int32_t range = -1;
+  int32_t step = -1;
+
+  int64_t dur_ns() const { return end_ns - start_ns; }
+};
+
+// A device memory allocation or release (CUPTI MEMORY2).
+struct MemoryEvent {
+  bool alloc = true;         // false: release
+  uint32_t device = 0;
+  uint8_t memory_kind = 0;   // CUpti_ActivityMemoryKind
+  uint32_t stream = 0;
+  uint32_t context = 0;
+  int64_t ts_ns = 0;
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint64_t correlation = 0;
+  int64_t live_bytes = 0;    // analysis: bytes allocated on the device after this event
+  int32_t step = -1;         // analysis
+};
+
+// deviceProperties of one GPU, in Kineto's names.
+struct GpuDevice {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t total_global_mem = 0;
+  uint32_t compute_major = 0;
+  uint32_t compute_minor = 0;
+  uint32_t max_threads_per_block = 0;
+  uint32_t max_threads_per_multiprocessor = 0;
+  uint32_t regs_per_block = 0;
+  uint32_t warp_size = 0;
+  uint32_t shared_mem_per_block = 0;
+  uint32_t num_sms = 0;
+  uint32_t regs_per_multiprocessor = 0;
+  uint32_t shared_mem_per_block_optin = 0;
+  uint32_t shared_mem_per_multiprocessor = 0;
+};
+
+// cudaProfilerStart/Stop (and the driver's cuProfilerStart/Stop), for
+// `--capture-range cudaProfilerApi`.
+struct ProfilerToggle {
+  int64_t ts_ns = 0;
+  uint32_t tid = 0;
+  bool start = false;
+};
+
+// On-demand capture: a kCaptureWindow record (recording switched on or off).
+struct CaptureToggle {
+  int64_t ts_ns = 0;
+  uint32_t window = 0;
+  bool on = false;
+  uint16_t source = 0;  // wire::CaptureSource
+};
+
+// What one process recorded of an on-demand capture window (analysis/capture_windows.h).
+struct CaptureWindow {
+  uint32_t id = 0;      // the launcher's window id; 0 = from the process's start
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::string source;   // "command" | "trigger" | "follow"
+  int cycle = -1;       // the trace cycle its steps make
+  int steps = 0;        // steps recorded in it
+};
+
+struct Step {
+  int index = 0;             // 0.. per process, in order of appearance
+  std::string name;          // e.g. "ProfilerStep#0"
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  StepAction action = StepAction::kRecord;
+  int cycle = -1;            // which saved trace holds it, -1 when not recorded
+  int32_t marker = -1;       // index into Process::events_list of the step marker, -1 when
+                             // the whole process is one implicit step
+};
+
+struct ThreadInfo {
+  uint32_t tid = 0;
+  std::string name;
+  bool is_main = false;
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+};
+
+struct Process {
+  int pid = 0;
+  int ppid = 0;
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string host;
+  std::string worker;         // "<host>_<pid>" unless named otherwise
+  std::optional<int> rank;
+  std::optional<int> world_size;  // WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE
+  std::optional<int> local_rank;  // LOCAL_RANK / SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK
+  int input = 0;              // merged reports: index into Run::inputs of the run it came from
+  uint64_t events = 0;        // records delivered
+  uint64_t dropped = 0;       // records lost (emitted - delivered)
+  std::optional<int> exit_code;   // exit status or 128+signal, when known
+  std::optional<int> exit_signal;
+  int64_t start_ns = 0;       // first event
+  int64_t end_ns = 0;         // last event or exit
+  std::vector<ThreadInfo> threads;
+  std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
+  // Per event of events_list, filled by attribute_gpu(); empty when the process has no
+  // GPU or memory records (cuda_time() then gives 0). Kept out of Event, which most
+  // processes' events would carry unused.
+  std::vector<CudaTime> cuda_times;
+  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op() points to
+  std::vector<Step> steps;
+  std::vector<std::string> warnings;
+  // GPU side (CUPTI). API calls live in events_list (EventKind::kCudaRuntime/kCudaDriver).
+  std::vector<GpuEvent> gpu_events;        // sorted by start_ns
+  std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
+  std::vector<GpuDevice> devices;          // sorted by id
+  std::vector<ProfilerToggle> profiler_toggles;  // in time order
+  std::vector<CaptureToggle> capture_toggles;    // on-demand capture switches, in time order
+  std::vector<CaptureWindow> capture_windows;    // made of them by apply_capture_windows()
+  std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
+  uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
+  // GPU records CUPTI delivered without times (not collected): counted, in no span or row.
+  uint64_t gpu_incomplete = 0;
+  uint64_t gpu_unreadable_buffers = 0;     // CUPTI buffers cut short by a record it could not read
+  uint64_t gpu_unreadable_bytes = 0;       // the bytes of them left unread
+  std::string gpu_tracing;                 // "on" | "off" | "not_started"; empty: CUDA never came up
+  // The injected library's buffers (its flusher's kBufferUsage / kBufferRefused records):
+  // the most bytes they held and their cap (0: not said, an older library), and when
+  // memory was first refused, losing events (0: never).
+  uint64_t buffer_peak_bytes = 0;
+  uint64_t buffer_cap_bytes = 0;
+  int64_t buffer_refused_ns = 0;           // Unix-epoch ns
+  uint64_t buffer_refused_after_ns = 0;    // the same, from the process's first event
+  uint16_t buffer_refusal = 0;             // wire::BufferRefusal: 1 the cap, 2 the system
+  std::string loss_note;                   // why events were lost, in words ("" unknown)
+
+  // `e` is an element of events_list.
+  CudaTime cuda_time(const Event& e) const {
+    return cuda_times.empty() ? CudaTime{} : cuda_times[static_cast<size_t>(&e - events_list.data())];
+  }
+};
+
+struct OpStats {
+  std::string name;
+  std::string kind;           // nvtx | cpu_op | cuda_api | kernel | memcpy | memset
+  uint64_t calls = 0;
+  int64_t self_cpu_ns = 0;
+  int64_t cpu_total_ns = 0;
+  int64_t self_cuda_ns = 0;
+  int64_t cuda_total_ns = 0;
+  std::string mangled;        // kernels: the name as recorded (name is demangled)
+  // cpu_op rows: part of the row's key when grouped by input shape, and when the ops
+  // carry Python stacks (the first kOpStackFrames frames, innermost first).
+  std::string input_shapes;
+  std::vector<std::string> stack;
+};
+
+// One of the runs a merged report (`torchprof report DIR1 DIR2 …`) combines.
+struct RunInput {
+  std::string label;            // the path as given on the command line
+  std::string capture;          // the capture file read
+  std::vector<std::string> command;
+  int exit_code = 0;
+  std::string host;
+  bool truncated = false;
+  size_t processes = 0;
+};
+
+// Frames of an op's stack that key its row and show under Source Location (torch's
+// MAX_STACK_ENTRY for the table).
+constexpr size_t kOpStackFrames = 5;
+
+// What makes two OpStats one row: kind, name, and for cpu_op rows their input
+// shapes and stack (empty unless grouped by them).
+inline std::string op_row_key(const OpStats& op, std::string_view name) {
+  std::string key = op.kind;
+  key += '\0';
+  key += name;
+  key += '\0';
+  key += op.input_shapes;
+  for (const std::string& frame : op.stack) {
+    key += '\n';
+    key += frame;
+  }
+  return key;
+}
+
+struct Run {
+  std::vector<RunInput> inputs; // empty unless several runs were merged into this one
+  std::vector<std::string> command;
+  int exit_code = 0;
+  std::string host;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t dropped_events = 0;
+  uint64_t processes_without_events = 0;
+  bool truncated = false;       // capture ended mid-chunk
+  uint64_t truncated_at = 0;    // byte offset of the first unreadable chunk
+  std::vector<std::string> warnings;
+  std::vector<Process> processes;
+  std::vector<OpStats> ops;     // aggregated over recorded steps of every process
+  bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync, memory) was decoded
+  uint64_t cupti_dropped = 0;   // sum over processes
+  std::vector<std::string> loss_notes;  // "pid N: <Process::loss_note>", one per process with one
+  std::vector<std::string> gpu_notices;  // "pid N: <notice>", one per distinct notice
+};
+
+}  // namespace torchprof

@@ -1,0 +1,178 @@
+#include "analysis/process_info.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+namespace torchprof {
+
+namespace {
+
+std::optional<int> parse_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  try {
+    size_t used = 0;
+    int v = std::stoi(text, &used);
+    if (used != text.size()) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<int> env_int(const ConnInput& conn, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    auto it = conn.env.find(key);
+    if (it != conn.env.end()) {
+      if (auto v = parse_int(it->second)) return v;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void apply_run_info(const ScanResult& scan, Run& run) {
+  const RunInfo& info = scan.info;
+  if (!info.command.empty()) run.command = info.command;
+  if (!info.host.empty()) run.host = info.host;
+  if (info.start_ns != 0) run.start_ns = info.start_ns;
+  if (info.end_ns != 0) run.end_ns = info.end_ns;
+  run.exit_code = info.exit_code;
+  run.warnings.insert(run.warnings.end(), info.warnings.begin(), info.warnings.end());
+}
+
+void apply_identity(const ConnInput& conn, Process& proc) {
+  proc.pid = conn.hello.pid;
+  proc.ppid = conn.hello.ppid;
+  // The last image of a pid names it (a fork copy that exec'd shows as the new program).
+  if (!conn.exe.empty()) proc.exe = conn.exe;
+  if (!conn.cmdline.empty()) proc.cmdline = conn.cmdline;
+  if (!conn.host.empty()) proc.host = conn.host;
+  if (auto r = env_int(conn, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})) proc.rank = r;
+  if (auto w = env_int(conn, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"})) {
+    proc.world_size = w;
+  }
+  if (auto l = env_int(conn, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"})) {
+    proc.local_rank = l;
+  }
+  auto worker = conn.env.find("TORCHPROF_WORKER_NAME");
+  if (worker != conn.env.end() && !worker->second.empty()) {
+    proc.worker = worker->second;
+  } else if (proc.worker.empty()) {
+    proc.worker = proc.host + "_" + std::to_string(proc.pid);
+  }
+}
+
+void apply_bye(const wire::Bye& bye, Process& proc) {
+  switch (static_cast<wire::ExitKind>(bye.exit_kind)) {
+    case wire::ExitKind::kExit:
+      proc.exit_code = bye.exit_status;
+      proc.exit_signal.reset();
+      break;
+    case wire::ExitKind::kSignal:
+      proc.exit_signal = bye.exit_status;
+      proc.exit_code = 128 + bye.exit_status;
+      break;
+    default:
+      break;  // exec: the next image reports; unknown: nothing to say
+  }
+}
+
+// A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
+// account of its end. Without a RunEnd (the launcher itself died) the first process
+// stands for the target.
+void apply_launcher_view(Run& run, const ScanResult& scan) {
+  if (run.processes.empty()) return;
+  if (!scan.saw_run_end) {
+    if (run.processes.front().exit_code) run.exit_code = *run.processes.front().exit_code;
+    return;
+  }
+  Process* target = &run.processes.front();
+  for (Process& p : run.processes) {
+    if (scan.launcher_pid && p.ppid == *scan.launcher_pid) {
+      target = &p;
+      break;
+    }
+  }
+  if (target->exit_code) return;
+  target->exit_code = run.exit_code;
+  if (scan.end_signal) {
+    target->exit_signal = scan.end_signal;
+    target->warnings.push_back("ended by signal " + std::to_string(*scan.end_signal) +
+                               " before it said goodbye: events after its last flush are lost");
+  }
+}
+
+void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Process& proc) {
+  auto warn = [&](uint64_t count, const char* what) {
+    if (count > 0) proc.warnings.push_back(std::to_string(count) + " " + what);
+  };
+  warn(losses.bad_frames, "frames could not be decompressed and were skipped");
+  warn(losses.cut_records, "frames ended inside a record");
+  warn(losses.lost_frames, "frames missing (sequence gap)");
+  warn(losses.unmatched_pops, "pops without a matching push were ignored");
+  warn(losses.pending_ends, "range ends without a matching start were ignored");
+  warn(losses.unterminated, "ranges never ended; closed at the last timestamp of their thread");
+  warn(losses.unknown_strings, "records name strings that were never defined");
+  if (!conn.bye && conn.closed && !conn.frames.empty()) {
+    proc.warnings.push_back("image " + conn.exe + " ended without saying goodbye (killed?)");
+  }
+}
+
+bool BufferReport::take(const wire::Record& r, const wire::Hello& hello) {
+  if (r.kind == static_cast<uint8_t>(wire::Kind::kBufferUsage)) {
+    peak_bytes = std::max(peak_bytes, r.a);
+    cap_bytes = r.b;
+    return true;
+  }
+  if (r.kind != static_cast<uint8_t>(wire::Kind::kBufferRefused)) return false;
+  if (refused_ns == 0) {
+    refused_ns = record_epoch_ns(hello, r.ts);
+    refused_after_ns = r.ts > hello.mono_ns ? r.ts - hello.mono_ns : 0;
+    refusal = r.domain;
+    held_bytes = r.b;
+    cap_bytes = r.a;
+  }
+  return true;
+}
+
+void BufferReport::apply(Process& proc) const {
+  proc.buffer_peak_bytes = std::max(proc.buffer_peak_bytes, peak_bytes);
+  if (cap_bytes != 0) proc.buffer_cap_bytes = cap_bytes;
+  if (refused_ns != 0 && proc.buffer_refused_ns == 0) {
+    proc.buffer_refused_ns = refused_ns;
+    proc.buffer_refused_after_ns = refused_after_ns;
+    proc.buffer_refusal = refusal;
+  }
+}
+
+void note_buffer_losses(Process& proc) {
+  if (proc.buffer_refused_ns == 0 || !proc.loss_note.empty()) return;
+  if (proc.dropped == 0 && proc.cupti_dropped == 0) return;  // refused, then nothing was lost after all
+  char when[64];
+  const double after = static_cast<double>(proc.buffer_refused_after_ns);
+  if (after < 1e9) {
+    std::snprintf(when, sizeof when, "%.1f ms", after / 1e6);
+  } else {
+    std::snprintf(when, sizeof when, "%.3f s", after / 1e9);
+  }
+  if (proc.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kSystem)) {
+    proc.loss_note = std::string("the system refused buffer memory at ") + when + " into the process";
+    proc.warnings.push_back(proc.loss_note + "; events were dropped for want of it");
+    return;
+  }
+  char cap[32];
+  if (proc.buffer_cap_bytes % (uint64_t{1} << 20) == 0) {
+    std::snprintf(cap, sizeof cap, "%llu MiB", static_cast<unsigned long long>(proc.buffer_cap_bytes >> 20));
+  } else {
+    std::snprintf(cap, sizeof cap, "%llu KiB", static_cast<unsigned long long>(proc.buffer_cap_bytes >> 10));
+  }
+  proc.loss_note = std::string("buffer cap of ") + cap + " reached at " + when + " into the process";
+  proc.warnings.push_back(proc.loss_note +
+                          "; events were dropped while the buffers were full (TORCHPROF_BUFFER_LIMIT raises the cap)");
+}
+
+}  // namespace torchprof

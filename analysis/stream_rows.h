@@ -1,0 +1,98 @@
+// What the streamed table (analysis/stream_table.h) adds up per row, and how the
+// rows of its passes merge into the table's, in the order the full analysis gives them.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analysis/model.h"
+
+namespace torchprof::stream {
+
+// Where a row was first added to. The full analysis adds a process's events in
+// (thread, start, longer first) order, ties in the order they were read, then its GPU
+// records by start time (section 1), ties likewise.
+struct FirstUse {
+  size_t process = std::numeric_limits<size_t>::max();
+  int section = 0;
+  uint32_t tid = 0;
+  int64_t start = 0;
+  int64_t neg_end = 0;
+  uint64_t seq = 0;
+  auto key() const { return std::tie(process, section, tid, start, neg_end, seq); }
+};
+
+// What one row of a pass adds up.
+struct Stats {
+  uint64_t calls = 0;
+  int64_t self_ns = 0;
+  int64_t total_ns = 0;
+  int64_t self_cuda_ns = 0;
+  int64_t cuda_total_ns = 0;
+  FirstUse first;
+  uint32_t mangled = 0;  // kernels: the string id of the first counted record's name
+
+  void add_use(const FirstUse& here) {
+    if (calls == 0 || here.key() < first.key()) first = here;
+  }
+};
+
+struct Row {
+  OpStats stats;
+  FirstUse first;
+};
+
+// The rows of a run, keyed as the full analysis keys them (op_row_key()).
+class Rows {
+ public:
+  void add(const char* kind, const std::string& name, const Stats& st, const std::string& mangled = {}) {
+    OpStats row;
+    row.name = name;
+    row.kind = kind;
+    add(std::move(row), st, mangled);
+  }
+
+  // `row` holds the row's name, kind, and for cpu_op rows its shapes and stack.
+  void add(OpStats row, const Stats& st, const std::string& mangled = {}) {
+    if (st.calls == 0) return;
+    auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
+    if (fresh) {
+      Row& r = rows_.emplace_back();
+      r.stats = std::move(row);
+      r.stats.mangled = mangled;
+      r.first = st.first;
+    }
+    Row& r = rows_[it->second];
+    r.stats.calls += st.calls;
+    r.stats.self_cpu_ns += st.self_ns;
+    r.stats.cpu_total_ns += st.total_ns;
+    r.stats.self_cuda_ns += st.self_cuda_ns;
+    r.stats.cuda_total_ns += st.cuda_total_ns;
+    if (st.first.key() < r.first.key()) {
+      r.first = st.first;
+      if (!mangled.empty()) r.stats.mangled = mangled;
+    }
+  }
+
+  // The rows in the order the full analysis first adds to them.
+  std::vector<OpStats> take() {
+    std::stable_sort(rows_.begin(), rows_.end(),
+                     [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
+    std::vector<OpStats> out;
+    for (Row& row : rows_) out.push_back(std::move(row.stats));
+    return out;
+  }
+
+ private:
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<Row> rows_;
+};
+
+}  // namespace torchprof::stream
