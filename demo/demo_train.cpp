@@ -4,9 +4,10 @@
 //
 //   demo_train [STEPS=20] [SCALE=1.0]
 //
-// Each step is a "ProfilerStep#k" range holding "data_wait", "forward" (three "linear"
-// each with an "aten::mm", then "relu"), "loss", "backward" (three "linear_backward")
-// and "optimizer.step" ("zero_grad" inside). A "data_loader" thread prepares batches
+// Each step is a "ProfilerStep#k" range holding "DataLoader#next" (the wait for the next
+// batch, named so that the overview counts it as DataLoader time), "forward" (three
+// "linear" each with an "aten::mm", then "relu"), "loss", "backward" (three
+// "linear_backward") and "optimizer.step" ("zero_grad" inside). A "data_loader" thread prepares batches
 // ("load_batch") ahead of the loop. SCALE multiplies every duration; about 1.2 s at 1.0.
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -101,7 +102,7 @@ double train_step(int step, BatchQueue& queue) {
   Range step_range(name.c_str());
   int batch = 0;
   {
-    Range r("data_wait");
+    Range r("DataLoader#next");
     batch = queue.take();
   }
   {

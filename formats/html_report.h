@@ -20,6 +20,7 @@ struct HtmlReportOptions {
   size_t top_n = 15;                 // bars in each top chart
   const Overview* overview = nullptr;  // the first section; computed from the run when not given
   std::vector<std::string> empty_result;  // why the table is empty (formats/empty_result.h)
+  std::vector<std::string> traces;        // the trace files written, relative to the page
 };
 
 // `rows`: the table as table.txt shows it (same rows, same order).

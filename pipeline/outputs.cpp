@@ -203,6 +203,7 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     HtmlReportOptions html;
     html.overview = &overview;
     html.empty_result = explain_empty_result(run, empty_result_context(options));
+    for (const std::string& t : traces) html.traces.push_back(fs::path(t).lexically_relative(dir).generic_string());
     write_text(dir / "report.html", render_html_report(run, rows, html));
     if (!folded.empty()) write_text(dir / "stacks.folded", folded);
     if (options.advice) write_text(dir / "advice.txt", advice);

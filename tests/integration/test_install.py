@@ -123,7 +123,7 @@ def man_documents_options():
         check(not missing, f"man/{page} does not document {missing}")
     with open(os.path.join(man_dir, "torchprof-run.1"), encoding="utf-8") as f:
         run_page = f.read().replace("\\-", "-").replace("\\_", "_")
-    env_h = os.path.join(man_dir, "..", "formats", "wire", "env.h")
+    env_h = os.path.join(man_dir, "..", "common", "wire", "env.h")
     with open(env_h, encoding="utf-8") as f:
         variables = [line.split('"')[1] for line in f if 'constexpr const char*' in line]
     missing = [v for v in variables if v not in run_page]
