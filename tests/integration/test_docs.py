@@ -67,8 +67,8 @@ def links():
 
 
 def stands_alone():
-    """No tracked file names ../shared (the material beside the repository)."""
-    proc = subprocess.run(["git", "-C", ROOT, "grep", "-n", "-I", r"\.\./shared"], stdout=subprocess.PIPE,
+    """No tracked file names the material beside the repository (its shared/ folder)."""
+    proc = subprocess.run(["git", "-C", ROOT, "grep", "-n", "-I", r"\.\./" + "shared"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, timeout=60)
     if proc.returncode == 128:
         print("not a git checkout: skipped")
