@@ -258,6 +258,9 @@ struct Process {
   int ppid = 0;
   std::string exe;
   std::vector<std::string> cmdline;
+  // The argv of each image this pid ran before it exec'd the one above, oldest first (a
+  // fork copy's is its parent's command line).
+  std::vector<std::vector<std::string>> earlier_images;
   std::string host;
   std::string worker;         // "<host>_<pid>" unless named otherwise
   std::optional<int> rank;

@@ -363,7 +363,9 @@ const char* breakdown_part_key(int part) { return part >= 0 && part < kBreakdown
 const char* breakdown_part_label(int part) { return part >= 0 && part < kBreakdownParts ? kPartLabels[part] : ""; }
 
 bool is_dataloader_range(std::string_view name) {
-  return name.starts_with("enumerate(DataLoader)#") || name.starts_with("enumerate(DataPipe)#");
+  // torch's names, then the one any program may use for its own data loading.
+  return name.starts_with("enumerate(DataLoader)#") || name.starts_with("enumerate(DataPipe)#") ||
+         name == "DataLoader" || name.starts_with("DataLoader#");
 }
 
 double DeviceOverview::utilization_pct() const {

@@ -11,7 +11,8 @@
 // end of the GPU work launched by the CUDA runtime calls that lie wholly inside it (or
 // at its host end when that is later). CUDA runtime = cuda_runtime calls (the plugin
 // reads no cuda_driver events); DataLoader = ranges named `enumerate(DataLoader)#…` or
-// `enumerate(DataPipe)#…`; CPU exec = every other range except step markers.
+// `enumerate(DataPipe)#…` (torch's), or `DataLoader` / `DataLoader#…` (any program's own
+// data loading, documented); CPU exec = every other range except step markers.
 //
 // GPU idle (HolisticTraceAnalysis, hta/analyzers/breakdown_analysis.py,
 // _analyze_idle_time_for_stream): a gap before a GPU op is host wait when the op's

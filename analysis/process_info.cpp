@@ -49,7 +49,10 @@ void apply_identity(const ConnInput& conn, Process& proc) {
   proc.ppid = conn.hello.ppid;
   // The last image of a pid names it (a fork copy that exec'd shows as the new program).
   if (!conn.exe.empty()) proc.exe = conn.exe;
-  if (!conn.cmdline.empty()) proc.cmdline = conn.cmdline;
+  if (!conn.cmdline.empty()) {
+    if (!proc.cmdline.empty()) proc.earlier_images.push_back(proc.cmdline);
+    proc.cmdline = conn.cmdline;
+  }
   if (!conn.host.empty()) proc.host = conn.host;
   if (auto r = env_int(conn, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})) proc.rank = r;
   if (auto w = env_int(conn, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"})) {

@@ -3,8 +3,10 @@
 #include <regex>
 #include <vector>
 
+#include "cli/completion.h"
 #include "cli/errors.h"
 #include "cli/log.h"
+#include "cli/validators.h"
 #include "analysis/capture_range.h"
 #include "analysis/schedule.h"
 #include "pipeline/check.h"
@@ -23,27 +25,30 @@ const std::vector<std::string> kSortKeys = {
 
 void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_flag("-q,--quiet", options.quiet, "Print no table and no informational messages");
-  app.add_option("--log-level", options.log_level,
-                 "trace|debug|info|warn|error|off (default: $TORCHPROF_LOG_LEVEL or info)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  with_choices(app.add_option("--log-level", options.log_level,
+                              "trace|debug|info|warn|error|off (default: $TORCHPROF_LOG_LEVEL or info)"),
+               {"trace", "debug", "info", "warn", "error", "off"});
 }
 
 void add_analysis_options(CLI::App& app, OutputOptions& options) {
-  app.add_option("--sort", options.sort,
-                 "Sort key as in torch's key_averages().table() "
-                 "(default: cuda_time_total with GPU data, else cpu_time_total)")
-      ->check(CLI::IsMember(kSortKeys));
+  with_choices(app.add_option("--sort", options.sort,
+                              "Sort key as in torch's key_averages().table() "
+                              "(default: cuda_time_total with GPU data, else cpu_time_total)"),
+               kSortKeys);
   app.add_option("--row-limit", options.row_limit, "Rows in the table; 0 or less = all")
       ->capture_default_str();
   app.add_option("--schedule", options.schedule,
-                 "torch.profiler schedule: wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]");
+                 "torch.profiler schedule: wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]")
+      ->check(non_empty("wait=N,warmup=N,active=N[,repeat=N][,skip_first=N]"));
   app.add_option("--step-marker", options.step_marker,
                  "ECMAScript regex naming step ranges and marks")
       ->capture_default_str();
-  app.add_option("--capture-range", options.capture_range,
-                 "none (default) | cudaProfilerApi: only between cudaProfilerStart and "
-                 "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named | "
-                 "signal (run): start paused, each SIGUSR2 to torchprof-run starts or stops recording");
+  // Checked by validate_analysis_options() (nvtx:NAME takes any name).
+  with_choices(app.add_option("--capture-range", options.capture_range,
+                              "none (default) | cudaProfilerApi: only between cudaProfilerStart and "
+                              "cudaProfilerStop | nvtx:NAME[@DOMAIN]: only inside NVTX ranges so named | "
+                              "signal (run): start paused, each SIGUSR2 to torchprof-run starts or stops recording"),
+               {"none", "cudaProfilerApi", "nvtx:", "signal"}, ValueHint::kNone, /*checked=*/false);
   app.add_flag("--group-by-input-shape", options.group_by_input_shape,
                "One table row per (operator, input shapes), with an Input Shapes column "
                "(run: implies --record-shapes)");
@@ -70,12 +75,11 @@ void validate_analysis_options(const OutputOptions& options) {
   if (options.table_only && options.stats) throw UsageError("--stats needs the whole report, not --table-only");
   if (options.table_only && options.advice) throw UsageError("--advice needs the whole report, not --table-only");
   if (!options.schedule.empty()) {
+    // The warning (warmup=0) is the analysis's: it comes once, with the run's other notes.
     std::string error;
-    std::string warning;
-    if (!parse_schedule(options.schedule, &error, &warning)) {
+    if (!parse_schedule(options.schedule, &error, nullptr)) {
       throw UsageError("--schedule " + options.schedule + ": " + error);
     }
-    if (!warning.empty()) log().warn("--schedule: {}", warning);
   }
   if (std::string error; !parse_capture_range(options.capture_range, &error)) {
     throw UsageError("--capture-range " + options.capture_range + ": " + error);

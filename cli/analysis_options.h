@@ -21,7 +21,7 @@ void add_common_options(CLI::App& app, CommonOptions& options);
 void add_analysis_options(CLI::App& app, OutputOptions& options);
 
 // Checks --schedule, --step-marker and --capture-range before anything runs. Throws UsageError naming
-// the bad part; logs torch's warning for warmup=0.
+// the bad part (torch's warning for warmup=0 comes with the analysis's notes).
 void validate_analysis_options(const OutputOptions& options);
 
 }  // namespace torchprof::cli

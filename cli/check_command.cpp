@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/completion.h"
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "pipeline/check.h"
@@ -17,16 +18,20 @@ CommandAction setup_check_command(CLI::App& app, const CommandLine& /*line*/) {
   for (const std::string& m : check_metrics()) metrics += (metrics.empty() ? "" : ", ") + m;
   // Several bounds may follow one --max (check RUN --max a=1 b=2) or it may repeat;
   // no comma splitting, since op names may hold commas.
-  app.add_option("--max", options->max,
+  // Completion offers "METRIC=" and "op:"; the values are checked when the run is read.
+  std::vector<std::string> bounds = {"op:"};
+  for (const std::string& m : check_metrics()) bounds.push_back(m + "=");
+  CLI::Option* max = app.add_option("--max", options->max,
                  "METRIC=VALUE: fail when METRIC exceeds VALUE. Metrics: " + metrics +
                      ", op:<name>:<calls|self_cpu_ns|cpu_total_ns|self_cuda_ns|cuda_total_ns|cpu_avg_ns|cuda_avg_ns>."
                      " Values: 120ms, 2.5s, 300us, 1GB, 5%, or plain numbers (ns, bytes)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--min", options->min, "METRIC=VALUE: fail when METRIC is below VALUE")
+  CLI::Option* min = app.add_option("--min", options->min, "METRIC=VALUE: fail when METRIC is below VALUE")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--format", options->format, "What is printed on stdout")
-      ->check(CLI::IsMember({"table", "markdown", "json"}))
-      ->capture_default_str();
+  with_choices(max, bounds, ValueHint::kNone, /*checked=*/false);
+  with_choices(min, bounds, ValueHint::kNone, /*checked=*/false);
+  with_choices(app.add_option("--format", options->format, "What is printed on stdout")->capture_default_str(),
+               {"table", "markdown", "json"});
   return [options] { return check_command(*options); };
 }
 

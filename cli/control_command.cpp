@@ -14,6 +14,7 @@
 
 #include "cli/control_registry.h"
 #include "cli/errors.h"
+#include "cli/validators.h"
 
 namespace torchprof::cli {
 namespace {
@@ -167,7 +168,7 @@ CommandAction setup_trigger_command(CLI::App& app, const CommandLine&) {
       ->required()
       ->check(CLI::Range(1u, 1000000000u));
   app.add_option("--wait", options->wait_s, "Wait until the window has closed, at most W seconds")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds());
   return [options] { return run_control("trigger " + std::to_string(options->steps), *options); };
 }
 

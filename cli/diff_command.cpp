@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/completion.h"
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "pipeline/check.h"
@@ -14,10 +15,10 @@ CommandAction setup_diff_command(CLI::App& app, const CommandLine& /*line*/) {
   app.add_option("BEFORE", options->before, "Run directory, capture.tprof or summary.json")->required();
   app.add_option("AFTER", options->after, "Run directory, capture.tprof or summary.json")->required();
   add_common_options(app, options->common);
-  app.add_option("--metric", options->metric,
-                 "What is compared (default: cuda_time_total when both runs have GPU data, "
-                 "else cpu_time_total)")
-      ->check(CLI::IsMember(diff_metrics()));
+  with_choices(app.add_option("--metric", options->metric,
+                              "What is compared (default: cuda_time_total when both runs have GPU data, "
+                              "else cpu_time_total)"),
+               diff_metrics());
   app.add_option("--threshold", options->threshold,
                  "Percent growth beyond which a judged row or the total regresses")
       ->capture_default_str();
@@ -26,9 +27,8 @@ CommandAction setup_diff_command(CLI::App& app, const CommandLine& /*line*/) {
       ->capture_default_str();
   app.add_flag("--fail-on-regression", options->fail_on_regression,
                "Exit 1, naming each regression on stderr, when the total or a judged row regresses");
-  app.add_option("--format", options->format, "What is printed on stdout")
-      ->check(CLI::IsMember({"table", "markdown", "csv", "json"}))
-      ->capture_default_str();
+  with_choices(app.add_option("--format", options->format, "What is printed on stdout")->capture_default_str(),
+               {"table", "markdown", "csv", "json"});
   app.add_option("--row-limit", options->row_limit, "Rows shown; 0 or less = all")->capture_default_str();
   return [options] { return diff_command(*options); };
 }

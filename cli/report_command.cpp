@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/completion.h"
 #include "cli/errors.h"
 #include "cli/log.h"
 #include "collector/capture_writer.h"
@@ -98,13 +99,13 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
                  "A capture.tprof, or the directory of a run; several are merged into one report")
       ->required();
   add_common_options(app, options->common);
-  app.add_option("-o,--output", options->out_dir,
-                 "Where summary.json, table.txt and traces/ go (default: beside the capture; "
-                 "with several inputs, nothing is written without -o)");
+  with_hint(app.add_option("-o,--output", options->out_dir,
+                           "Where summary.json, table.txt and traces/ go (default: beside the capture; "
+                           "with several inputs, nothing is written without -o)"),
+            ValueHint::kDirectory);
   add_analysis_options(app, options->output);
-  app.add_option("--format", options->output.format, "What is printed on stdout")
-      ->check(CLI::IsMember({"table", "csv", "json", "markdown", "folded"}))
-      ->capture_default_str();
+  with_choices(app.add_option("--format", options->output.format, "What is printed on stdout")->capture_default_str(),
+               {"table", "csv", "json", "markdown", "folded"});
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "cli/child_env.h"
+#include "cli/completion.h"
 #include "cli/control_registry.h"
 #include "cli/errors.h"
 #include "cli/inject_library.h"
@@ -20,6 +21,7 @@
 #include "cli/output_dir.h"
 #include "cli/program_path.h"
 #include "cli/python_target.h"
+#include "cli/validators.h"
 #include "cli/run_info.h"
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
@@ -206,10 +208,11 @@ void validate_trace_list(const std::string& list) {
 CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   auto options = std::make_shared<RunOptions>();
   add_common_options(app, options->common);
-  app.add_option("-o,--output", options->out_pattern,
-                 "Output directory; %h = host, %p = launcher pid, %q{VAR} = $VAR. An existing "
-                 "non-empty one is kept: DIR-1, DIR-2, … is used instead")
-      ->capture_default_str();
+  with_hint(app.add_option("-o,--output", options->out_pattern,
+                           "Output directory; %h = host, %p = launcher pid, %q{VAR} = $VAR. An existing "
+                           "non-empty one is kept: DIR-1, DIR-2, … is used instead")
+                ->capture_default_str(),
+            ValueHint::kDirectory);
   add_analysis_options(app, options->output);
   app.add_option("--worker-name", options->output.worker_name,
                  "Worker name of every process's traces instead of <host>_<pid>");
@@ -224,8 +227,10 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
                "Load the Python bootstrap (one step per optimizer.step()) even when PROGRAM is "
                "not a Python interpreter or script, e.g. a shell script that runs python");
   app.add_flag("--no-python", options->no_python, "Never load the Python bootstrap");
-  app.add_option("--trace", options->trace,
-                 "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)");
+  with_choices(app.add_option("--trace", options->trace,
+                              "What to trace, a comma list of nvtx,cuda,gpu,memory,python (default: all)")
+                   ->check(non_empty("a comma list of nvtx, cuda, gpu, memory, python, all")),
+               {"nvtx", "cuda", "gpu", "memory", "python", "all"}, ValueHint::kCommaList);
   app.add_flag("--pytorch-ops", options->pytorch_ops,
                "Record each PyTorch operator as a cpu_op range (Python targets; costs "
                "microseconds per op)");

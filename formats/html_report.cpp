@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <tuple>
@@ -397,14 +398,60 @@ Json warnings_json(const Run& run, size_t omitted) {
   return out;
 }
 
+template <typename T>
+Json or_null(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+// A process for the page's process tree: who started it, what it ran (and exec'd from),
+// how it ended.
+Json process_json(const Process& p, int64_t base) {
+  Json earlier = Json::array();
+  for (const std::vector<std::string>& argv : p.earlier_images) earlier.push_back(argv);
+  return {{"pid", p.pid}, {"ppid", p.ppid}, {"exe", p.exe}, {"cmdline", p.cmdline}, {"exec_from", std::move(earlier)},
+          {"worker", p.worker}, {"input", p.input}, {"exit_code", or_null(p.exit_code)},
+          {"exit_signal", or_null(p.exit_signal)}, {"start", p.start_ns > 0 ? p.start_ns - base : 0},
+          {"dur", std::max<int64_t>(0, p.end_ns - p.start_ns)}, {"events", p.events_list.size()},
+          {"dropped", p.dropped}, {"threads", p.threads.size()}, {"gpu_events", p.gpu_events.size()},
+          {"steps", p.steps.size()}};
+}
+
+// What the page does not show, and why: steps outside the schedule or the capture windows,
+// the timeline's shortest events (the loss warnings have a banner of their own).
+Json left_out_json(const Run& run, size_t omitted) {
+  size_t steps = 0, waited = 0, warmup = 0;
+  for (const Process& p : run.processes) {
+    for (const Step& s : p.steps) {
+      if (s.marker < 0) continue;
+      ++steps;
+      if (s.action == StepAction::kNone) ++waited;
+      if (s.action == StepAction::kWarmup) ++warmup;
+    }
+  }
+  Json out = Json::array();
+  if (waited + warmup > 0) {
+    out.push_back(std::to_string(waited + warmup) + " of " + std::to_string(steps) +
+                  " steps are not in the table, top ops or traces: " + std::to_string(waited) +
+                  " outside the schedule or the capture windows, " + std::to_string(warmup) +
+                  " warm-up (the timeline shows them, shaded grey).");
+  }
+  if (omitted > 0) {
+    out.push_back(std::to_string(omitted) + " of the shortest events are not drawn on the timeline (it keeps the " +
+                  "longest); the table and the traces have them all.");
+  }
+  if (run.processes_without_events > 0) {
+    out.push_back(std::to_string(run.processes_without_events) + " processes connected but recorded nothing.");
+  }
+  return out;
+}
+
 Json meta_json(const Run& run, int64_t base) {
   uint64_t events = 0, gpu = 0;
   Json processes = Json::array();
   for (const Process& p : run.processes) {
     events += p.events_list.size();
     gpu += p.gpu_events.size();
-    processes.push_back({{"pid", p.pid}, {"exe", p.exe}, {"worker", p.worker}, {"events", p.events_list.size()},
-                         {"gpu_events", p.gpu_events.size()}, {"steps", p.steps.size()}});
+    processes.push_back(process_json(p, base));
   }
   const int64_t end = run.end_ns > base ? run.end_ns - base : 0;
   return {{"command", run.command}, {"exit_code", run.exit_code}, {"host", run.host},
@@ -458,6 +505,10 @@ std::string render_html_report_data(const Run& run, const TableRows& rows, const
   append_member(out, "gpu_steps", gpu_steps_json(run));
   append_member(out, "memory", memory_json(run, base, options.max_memory_points));
   append_member(out, "table", table_json(rows));
+  append_member(out, "left_out", left_out_json(run, omitted));
+  append_member(out, "empty_result", options.empty_result);
+  append_member(out, "traces", options.traces);
+  append_member(out, "dropped_events", run.dropped_events);
   out += "}";
   // '<' only occurs inside JSON strings, where \u003c means the same; so no "</script>".
   std::string escaped;

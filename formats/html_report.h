@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "analysis/model.h"
 #include "analysis/overview.h"
@@ -18,6 +19,8 @@ struct HtmlReportOptions {
   size_t max_memory_points = 20000;  // per device, downsampled beyond this
   size_t top_n = 15;                 // bars in each top chart
   const Overview* overview = nullptr;  // the first section; computed from the run when not given
+  std::vector<std::string> empty_result;  // why the table is empty (formats/empty_result.h)
+  std::vector<std::string> traces;        // the trace files written, relative to the page
 };
 
 // `rows`: the table as table.txt shows it (same rows, same order).

@@ -19,6 +19,7 @@
 #include "analysis/rank_steps.h"
 #include "analysis/stream_table.h"
 #include "formats/advice.h"
+#include "formats/empty_result.h"
 #include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
@@ -117,7 +118,14 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!file) throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
 }
 
-void print_notes(const Run& run, std::ostream& out) {
+EmptyResultContext empty_result_context(const OutputOptions& options) {
+  return {options.schedule, options.capture_range};
+}
+
+void print_notes(const Run& run, const OutputOptions& options, std::ostream& out) {
+  for (const std::string& line : explain_empty_result(run, empty_result_context(options))) {
+    out << "torchprof: " << line << "\n";
+  }
   if (run.dropped_events > 0) {
     out << "torchprof: " << run.dropped_events << " events lost\n";
   }
@@ -194,6 +202,8 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     write_text(dir / "table.txt", rendered("table"));
     HtmlReportOptions html;
     html.overview = &overview;
+    html.empty_result = explain_empty_result(run, empty_result_context(options));
+    for (const std::string& t : traces) html.traces.push_back(fs::path(t).lexically_relative(dir).generic_string());
     write_text(dir / "report.html", render_html_report(run, rows, html));
     if (!folded.empty()) write_text(dir / "stacks.folded", folded);
     if (options.advice) write_text(dir / "advice.txt", advice);
@@ -210,7 +220,7 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
       render_stats(run, out);
     }
     if (options.advice) out << "\n" << advice;
-    print_notes(run, out);
+    print_notes(run, options, out);
     out.flush();
   }
   return result;
@@ -228,7 +238,7 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   }
   if (!options.quiet) {
     out << printed;
-    print_notes(run, out);
+    print_notes(run, options, out);
     out.flush();
   }
   return result;

@@ -18,7 +18,7 @@ bin=$build/bin
 demo=$build/tests/programs/diff_demo
 for exe in "$bin/torchprof" "$bin/torchprof-run" "$demo"; do
   if [[ ! -x $exe ]]; then
-    echo "before_after.sh: $exe is not built (cmake --build $build)" >&2
+    echo "before_after.sh: $exe is not built (a build with -DTORCHPROF_BUILD_TESTS=ON, as scripts/test.sh makes)" >&2
     exit 2
   fi
 done

@@ -39,9 +39,11 @@ flood_pairs=$((2000000 / scale))
 rounds=${ROUNDS:-5}
 
 # ---------- build ----------
+# The benchmark programs, and the tests' fake libcupti and GPU workload for the GPU figures.
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
+cmake -S "$root" -B "$build" -DTORCHPROF_BUILD_BENCH=ON -DTORCHPROF_BUILD_TESTS=ON >/dev/null
 targets=(torchprof torchprof-run torchprof_inject nvtx_pairs e2e_ranges step_ranges call_loop floor_inject_clock
          floor_inject_rdtsc analysis_bench ingest_bench rate_ranges)
 have_gpu_workload=0

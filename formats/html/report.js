@@ -84,7 +84,20 @@
     fact("steps", String(D.steps.length));
     if (D.capture_windows && D.capture_windows.length) fact("capture windows", String(D.capture_windows.length));
     fact("started", new Date(m.start_unix_ns / 1e6).toISOString().replace("T", " ").replace("Z", " UTC"));
+    if (D.traces && D.traces.length) fact("traces", D.traces.length + " in traces/ (see Traces, below)");
     root.appendChild(facts);
+  }
+
+  // Why there is nothing to show, and what to do (formats/empty_result.h).
+  function renderEmpty(root, D) {
+    if (!D.empty_result || !D.empty_result.length) return;
+    var box = el("div", "banner empty");
+    box.id = "tp-empty";
+    box.appendChild(el("h2", null, "Nothing to show"));
+    D.empty_result.forEach(function (line) {
+      box.appendChild(el("p", null, /^torchprof/.test(line) ? line : line.charAt(0).toUpperCase() + line.slice(1)));
+    });
+    root.appendChild(box);
   }
 
   function renderWarnings(root, D) {
@@ -130,7 +143,9 @@
     var grid = el("div", "bars");
     D.gpu_steps.forEach(function (s) {
       var name = (multi ? "pid " + s.pid + " " : "") + (s.step || "whole process") + " \u00b7 GPU " + s.device;
-      grid.appendChild(el("div", "label", name));
+      var label = el("div", "label", name);
+      label.title = name;
+      grid.appendChild(label);
       var track = el("div", "track"), busy = el("div", "fill busy"), idle = el("div", "fill idle");
       var total = s.busy + s.idle;
       busy.style.width = (100 * s.busy / max).toFixed(2) + "%";
@@ -166,6 +181,49 @@
     });
     return track;
   }
+  // A step's bar is as long as the step: the longest step (or the average, when longer)
+  // fills the track, every other one its share of it.
+  function stepRows(grid, parts, rows, longest) {
+    rows.forEach(function (r) {
+      var label = el("div", "label", r.label);
+      label.title = r.label + ": " + fmtTime(r.dur);
+      grid.appendChild(label);
+      var track = el("div", "track stacked");
+      track.setAttribute("data-dur", String(r.dur));
+      var bar = stackedBar(parts, r.values, r.dur);
+      bar.className = "scaled";
+      bar.style.width = (100 * r.dur / longest).toFixed(3) + "%";
+      track.appendChild(bar);
+      track.appendChild(el("span", "value", fmtTime(r.dur)));
+      grid.appendChild(track);
+    });
+  }
+  function breakdownLegend(parts, B) {
+    var legend = el("div", "legend");
+    legend.id = "tp-breakdown-legend";
+    parts.forEach(function (p) {
+      var s = el("span"), i = el("i");
+      i.style.background = PART_COLORS[p];
+      s.appendChild(i);
+      s.appendChild(document.createTextNode(PART_LABELS[p] + " " + (B.pct[p] || 0).toFixed(1) + "%"));
+      legend.appendChild(s);
+    });
+    return legend;
+  }
+  function breakdownRows(D, O) {
+    var B = O.breakdown, parts = B.parts, multi = D.meta.processes.length > 1, rows = [], avg = {};
+    parts.forEach(function (p) { avg[p] = B.avg[p + "_ns"]; });
+    rows.push({ label: "average of " + O.steps + " step" + (O.steps === 1 ? "" : "s"), values: avg, dur: B.avg.dur_ns });
+    B.steps.slice(0, 200).forEach(function (s) {
+      var vals = {};
+      parts.forEach(function (p) { vals[p] = s[p + "_ns"]; });
+      rows.push({ label: (multi ? "pid " + s.pid + " " : "") + (s.name || "whole process"), values: vals, dur: s.dur_ns });
+    });
+    return rows;
+  }
+  // The overview: the recommendations, the step time breakdown (average, then per step,
+  // bars as long as the steps), GPU idle causes per device. On a run without GPU work the
+  // breakdown is all CPU time: it is folded away behind a one-line summary.
   function renderOverview(root, D) {
     var O = D.overview;
     if (!O || !O.steps) return 0;
@@ -180,33 +238,30 @@
       recs.appendChild(li);
     });
     c.appendChild(recs);
-    var B = O.breakdown, parts = B.parts, legend = el("div", "legend");
-    parts.forEach(function (p) {
-      var s = el("span"), i = el("i");
-      i.style.background = PART_COLORS[p];
-      s.appendChild(i);
-      s.appendChild(document.createTextNode(PART_LABELS[p] + " " + (B.pct[p] || 0).toFixed(1) + "%"));
-      legend.appendChild(s);
-    });
-    c.appendChild(el("div", "note", "Step time breakdown: each moment of a step counted once, in the order " +
-      "kernel > memcpy > memset > CUDA runtime > DataLoader > CPU exec > other (as TensorBoard's profiler plugin)."));
-    c.appendChild(legend);
-    var grid = el("div", "bars"), avg = {};
-    parts.forEach(function (p) { avg[p] = B.avg[p + "_ns"]; });
-    grid.appendChild(el("div", "label", "average of " + O.steps + " step" + (O.steps === 1 ? "" : "s")));
-    var a = stackedBar(parts, avg, B.avg.dur_ns);
-    a.appendChild(el("span", "value", fmtTime(B.avg.dur_ns)));
-    grid.appendChild(a);
+    var B = O.breakdown, parts = B.parts, holder = c;
+    if (!D.meta.has_gpu) {
+      var fold = el("details"), summary = el("summary");
+      fold.id = "tp-breakdown-fold";
+      var shares = parts.filter(function (p) { return (B.pct[p] || 0) > 0; }).map(function (p) {
+        return PART_LABELS[p] + " " + B.pct[p].toFixed(1) + "%";
+      });
+      summary.textContent = "Step time breakdown of " + O.steps + " step" + (O.steps === 1 ? "" : "s") +
+        " (no GPU work in this run): " + (shares.join(" \u00b7 ") || "no time") + ", mean " + fmtTime(B.avg.dur_ns);
+      fold.appendChild(summary);
+      fold.open = location.hash === "#breakdown";
+      c.appendChild(fold);
+      holder = fold;
+    }
+    holder.appendChild(el("div", "note", "Step time breakdown: each moment of a step counted once, in the order " +
+      "kernel > memcpy > memset > CUDA runtime > DataLoader > CPU exec > other (as TensorBoard's profiler plugin). " +
+      "Each bar is as long as its step."));
+    holder.appendChild(breakdownLegend(parts, B));
+    var grid = el("div", "bars");
+    grid.id = "tp-breakdown";
+    var rows = breakdownRows(D, O);
+    stepRows(grid, parts, rows, rows.reduce(function (a, r) { return Math.max(a, r.dur); }, 1));
+    holder.appendChild(grid);
     var multi = D.meta.processes.length > 1;
-    B.steps.slice(0, 200).forEach(function (s) {
-      grid.appendChild(el("div", "label", (multi ? "pid " + s.pid + " " : "") + (s.name || "whole process")));
-      var vals = {};
-      parts.forEach(function (p) { vals[p] = s[p + "_ns"]; });
-      var bar = stackedBar(parts, vals, s.dur_ns);
-      bar.appendChild(el("span", "value", fmtTime(s.dur_ns)));
-      grid.appendChild(bar);
-    });
-    c.appendChild(grid);
     O.devices.forEach(function (d) {
       var w = d.steps_ns || 1;
       function share(v) { return (100 * v / w).toFixed(1) + "%"; }
@@ -216,6 +271,103 @@
         ", other " + share(d.other_ns) + ", as HolisticTraceAnalysis splits it)"));
     });
     return O.recommendations.length;
+  }
+
+  function signalName(n) {
+    var names = { 1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+      9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM" };
+    return names[n] ? names[n] + " (" + n + ")" : "signal " + n;
+  }
+  function endText(p) {
+    if (p.exit_signal !== null && p.exit_signal !== undefined) return "killed by " + signalName(p.exit_signal);
+    if (p.exit_code !== null && p.exit_code !== undefined) return "exit code " + p.exit_code;
+    return "end not known";
+  }
+  // Processes as a tree: each under the process that started it, with its command line,
+  // the images it exec'd from, and how it ended.
+  function renderProcesses(root, D) {
+    var P = D.meta.processes;
+    if (!P.length) return 0;
+    var c = card(root, "Processes");
+    c.id = "tp-processes";
+    var byPid = {}, children = {}, roots = [];
+    P.forEach(function (p) { byPid[p.input + ":" + p.pid] = p; });
+    P.forEach(function (p) {
+      var parent = byPid[p.input + ":" + p.ppid];
+      if (parent && parent !== p) (children[p.input + ":" + p.ppid] = children[p.input + ":" + p.ppid] || []).push(p);
+      else roots.push(p);
+    });
+    var depth = 0;
+    function node(p, level) {
+      depth = Math.max(depth, level);
+      var li = el("li");
+      li.setAttribute("data-pid", String(p.pid));
+      li.setAttribute("data-level", String(level));
+      var head = el("div", "proc");
+      head.appendChild(el("span", "pid", "pid " + p.pid));
+      var cmd = el("code", "cmdline", (p.cmdline && p.cmdline.length ? p.cmdline : [p.exe]).join(" "));
+      cmd.title = p.exe;
+      head.appendChild(cmd);
+      var end = el("span", "end" + (p.exit_signal || p.exit_code ? " bad" : ""), endText(p));
+      head.appendChild(end);
+      li.appendChild(head);
+      (p.exec_from || []).slice().reverse().forEach(function (argv) {
+        li.appendChild(el("div", "exec", "exec'd from: " + argv.join(" ")));
+      });
+      li.appendChild(el("div", "pfacts", p.events + " events on " + p.threads + " thread" + (p.threads === 1 ? "" : "s") +
+        (p.gpu_events ? ", " + p.gpu_events + " GPU records" : "") + ", " + p.steps + " step" +
+        (p.steps === 1 ? "" : "s") + (p.dropped ? ", " + p.dropped + " events lost" : "") + ", " + fmtTime(p.dur)));
+      var kids = children[p.input + ":" + p.pid];
+      if (kids) {
+        var ul = el("ul");
+        kids.forEach(function (k) { ul.appendChild(node(k, level + 1)); });
+        li.appendChild(ul);
+      }
+      return li;
+    }
+    var tree = el("ul", "ptree");
+    roots.forEach(function (p) { tree.appendChild(node(p, 0)); });
+    c.appendChild(tree);
+    return depth + 1;
+  }
+
+  // Where the traces are and what opens them.
+  function renderTraces(root, D) {
+    var c = card(root, "Traces: open in Perfetto, TensorBoard or HTA");
+    c.id = "tp-traces";
+    if (!D.traces || !D.traces.length) {
+      c.appendChild(el("div", "muted", "No trace files were written for this report."));
+      return;
+    }
+    var ul = el("ul", "files");
+    D.traces.slice(0, 50).forEach(function (t) { ul.appendChild(el("li", null, t)); });
+    if (D.traces.length > 50) ul.appendChild(el("li", "muted", (D.traces.length - 50) + " more in traces/"));
+    c.appendChild(ul);
+    var how = el("ul", "how");
+    [["Perfetto", "open ui.perfetto.dev in a browser and drop a trace file onto it (nothing leaves the browser)"],
+     ["TensorBoard", "pip install torch-tb-profiler (in a virtual environment), then tensorboard --logdir traces/ " +
+      "(run beside this page) and open the PYTORCH_PROFILER tab"],
+     ["HTA", "pip install HolisticTraceAnalysis, then TraceAnalysis(trace_dir=\"traces/\")"]].forEach(function (r) {
+      var li = el("li");
+      li.appendChild(el("b", null, r[0] + ": "));
+      li.appendChild(document.createTextNode(r[1]));
+      how.appendChild(li);
+    });
+    c.appendChild(how);
+  }
+
+  // What this report does not show: lost events (the banner at the top has them too),
+  // steps outside the schedule, the timeline's shortest events.
+  function renderLeftOut(root, D) {
+    var c = card(root, "Left out of this report");
+    c.id = "tp-left-out";
+    var items = (D.left_out || []).slice();
+    if (D.dropped_events) items.unshift(D.dropped_events + " events were lost before they reached torchprof " +
+      "(counted; see the banner at the top and docs/reliability.md).");
+    if (!items.length) items.push("Nothing: no event was lost, every step was recorded and the timeline draws every event.");
+    var ul = el("ul");
+    items.forEach(function (t) { ul.appendChild(el("li", null, t)); });
+    c.appendChild(ul);
   }
 
   function renderMemory(root, D) {
@@ -319,18 +471,60 @@
     return rows.length;
   }
 
+  // Where the page's bars and legends are, in page pixels, for the tests' screenshots
+  // (tests/integration/test_html.py measures them in the image).
+  function rect(e) {
+    var r = e.getBoundingClientRect();
+    return { x: Math.round(r.left + window.scrollX), y: Math.round(r.top + window.scrollY),
+             w: Math.round(r.width), h: Math.round(r.height) };
+  }
+  function geometry() {
+    var bars = [];
+    document.querySelectorAll("#tp-breakdown .track").forEach(function (t) {
+      if (t.checkVisibility && !t.checkVisibility()) return;  // folded away
+      var g = rect(t);
+      g.dur = Number(t.getAttribute("data-dur"));
+      bars.push(g);
+    });
+    var legends = [];
+    document.querySelectorAll(".legend i").forEach(function (i) {
+      if (i.checkVisibility && !i.checkVisibility()) return;
+      var g = rect(i);
+      if (g.w > 0 && g.h > 0) { g.color = getComputedStyle(i).backgroundColor; legends.push(g); }
+    });
+    // Text cut off without a tooltip to show it whole.
+    var clipped = 0;
+    document.querySelectorAll(".label, .facts li, summary, .proc code, table.ops td:first-child").forEach(function (e) {
+      if (e.scrollWidth > e.clientWidth + 1 && !e.title) clipped++;
+    });
+    var empty = document.getElementById("tp-empty");
+    return { bars: bars, legends: legends, clipped: clipped, empty: empty ? rect(empty) : null };
+  }
+
   function main() {
     var D = JSON.parse(document.getElementById("tp-data").textContent);
     var root = document.getElementById("tp-root");
     root.textContent = "";
     renderHeader(root, D);
+    renderEmpty(root, D);
     renderWarnings(root, D);
-    var recommendations = renderOverview(root, D);
-    var timeline = window.TorchprofTimeline(root, D, { el: el, card: card, fmtTime: fmtTime, hashColor: hashColor,
-      niceStep: niceStep, setupCanvas: setupCanvas });
+    var u = { el: el, card: card, fmtTime: fmtTime, hashColor: hashColor, niceStep: niceStep, setupCanvas: setupCanvas };
+    // With GPU work the overview leads; without, the timeline does (the breakdown is all CPU).
+    var recommendations = 0, timeline;
+    var nothing = !D.tracks.length && D.empty_result && D.empty_result.length;
+    if (nothing) {
+      timeline = { drawn: function () { return 0; }, labels: function () { return { overflow: 0 }; } };
+    } else if (D.meta.has_gpu) {
+      recommendations = renderOverview(root, D);
+      timeline = window.TorchprofTimeline(root, D, u);
+    } else {
+      timeline = window.TorchprofTimeline(root, D, u);
+      recommendations = renderOverview(root, D);
+    }
+    var levels = renderProcesses(root, D);
     var grid = el("div", D.meta.has_gpu ? "grid2" : "grid1");
     root.appendChild(grid);
-    renderBars(grid, "Top ops by self CPU time", D.top_ops, null, "No CPU ops were recorded.");
+    if (!nothing) renderBars(grid, "Top ops by self CPU time", D.top_ops, null, "No CPU ops were recorded.");
     if (D.meta.has_gpu) {
       renderBars(grid, "Top GPU kernels and copies by self CUDA time", D.top_kernels, null,
         "No GPU work in the recorded steps.");
@@ -338,238 +532,23 @@
     renderGpuSteps(root, D);
     renderMemory(root, D);
     var tableRows = renderTable(root, D);
+    renderTraces(root, D);
+    renderLeftOut(root, D);
     if (errors.length) return;
+    var labels = timeline.labels(), geo = geometry();
     statusEl.setAttribute("data-timeline-events", String(timeline.drawn()));
     statusEl.setAttribute("data-timeline-tracks", String(D.tracks.length));
+    statusEl.setAttribute("data-timeline-labels", JSON.stringify(labels));
     statusEl.setAttribute("data-table-rows", String(tableRows));
     statusEl.setAttribute("data-recommendations", String(recommendations));
+    statusEl.setAttribute("data-process-levels", String(levels));
+    statusEl.setAttribute("data-step-bars", JSON.stringify(geo.bars));
+    statusEl.setAttribute("data-legends", JSON.stringify(geo.legends));
+    statusEl.setAttribute("data-clipped", String(geo.clipped + labels.overflow));
+    if (geo.empty) statusEl.setAttribute("data-empty", JSON.stringify(geo.empty));
     statusEl.setAttribute("data-status", "ok");
     document.title = document.title.replace(/^torchprof/, "torchprof report");
   }
-
-  // The timeline: one row per track (CPU thread, CUDA API of a thread, GPU stream),
-  // overlapping slices stacked in lanes; wheel zooms around the pointer, drag pans.
-  window.TorchprofTimeline = function (root, D, u) {
-    var c = u.card(root, "Timeline");
-    var bar = u.el("div", "toolbar"), select = u.el("select"), reset = u.el("button", null, "Show all");
-    select.appendChild(new Option("Whole run", "-1"));
-    D.steps.forEach(function (s, i) {
-      var label = (D.meta.processes.length > 1 ? "pid " + s.pid + " \u00b7 " : "") + (s.name || "whole process") +
-        (s.recorded ? "" : " (" + s.action + ")") + " \u00b7 " + u.fmtTime(s.dur);
-      select.appendChild(new Option(label, String(i)));
-    });
-    bar.appendChild(u.el("span", null, "Step"));
-    bar.appendChild(select);
-    bar.appendChild(reset);
-    bar.appendChild(u.el("span", "hint", "wheel: zoom \u00b7 drag: pan \u00b7 double-click: whole run"));
-    c.appendChild(bar);
-    var wrap = u.el("div", "timeline-wrap"), canvas = u.el("canvas"), tip = u.el("div", "tooltip");
-    canvas.id = "tp-timeline";
-    wrap.appendChild(canvas);
-    wrap.appendChild(tip);
-    c.appendChild(wrap);
-    var note = u.el("div", "note");
-    c.appendChild(note);
-
-    var S = D.slices, N = S.length / 6, GUTTER = 250, AXIS = 26, LANE = 16, PAD = 8;
-    var CAT = ["range", "mark", "CUDA API", "kernel", "memcpy", "memset", "sync"];
-    var tracks = D.tracks.map(function (t) { return { info: t, first: 0, count: 0, maxDur: 0, y: 0, h: 0 }; });
-    // The view spans the events and steps; the run itself lasts longer (start-up, drain).
-    var end = N || D.steps.length ? 1 : Math.max(D.meta.duration_ns, 1);
-    for (var i = 0; i < N; i++) {
-      var t = tracks[S[6 * i]];
-      if (t.count === 0) t.first = i;
-      t.count++;
-      t.maxDur = Math.max(t.maxDur, S[6 * i + 5]);
-      end = Math.max(end, S[6 * i + 4] + S[6 * i + 5]);
-    }
-    D.steps.forEach(function (s) { end = Math.max(end, s.start + s.dur); });
-    var y = AXIS;
-    tracks.forEach(function (t) { t.y = y; t.h = t.info.lanes * LANE + PAD; y += t.h; });
-    var height = Math.max(y + 4, 120), colors = {}, view = { t0: 0, t1: end }, drawn = 0;
-    note.textContent = N + " events on " + tracks.length + " rows" +
-      (D.omitted_slices ? "; " + D.omitted_slices + " more events not shown (the shortest)" : "") + ".";
-    if (!tracks.length) note.textContent = "No events were recorded.";
-
-    function color(nameIdx, cat) {
-      var key = nameIdx * 8 + cat;
-      // Numbered names (ProfilerStep#3, layer_12) share a colour.
-      if (!colors[key]) colors[key] = u.hashColor(D.names[nameIdx].replace(/[#_]?\d+$/, "") + (cat >= 3 ? "#gpu" : ""), cat === 2);
-      return colors[key];
-    }
-    // First slice of track t that may reach into [t0, ...): starts are sorted per track.
-    function firstVisible(t, t0) {
-      var lo = t.first, hi = t.first + t.count, from = t0 - t.maxDur;
-      while (lo < hi) { var mid = (lo + hi) >> 1; if (S[6 * mid + 4] < from) lo = mid + 1; else hi = mid; }
-      return lo;
-    }
-    function draw() {
-      var g = u.setupCanvas(canvas, height), ctx = g.ctx, w = g.w, scale = (w - GUTTER) / (view.t1 - view.t0);
-      function X(ns) { return GUTTER + (ns - view.t0) * scale; }
-      ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, g.h);
-      tracks.forEach(function (t, k) {
-        ctx.fillStyle = k % 2 ? "#fafbfc" : "#ffffff"; ctx.fillRect(GUTTER, t.y, w - GUTTER, t.h);
-      });
-      drawSteps(ctx, X, g);
-      drawWindows(ctx, X, g);
-      drawn = 0;
-      ctx.font = "11px system-ui, sans-serif";
-      ctx.textBaseline = "middle";
-      tracks.forEach(function (t) { drawn += drawTrack(ctx, t, X, w); });
-      drawGutter(ctx, g);
-      drawAxis(ctx, X, w);
-    }
-    function drawTrack(ctx, t, X, w) {
-      var count = 0, lastPx = [], stop = t.first + t.count;
-      for (var i = firstVisible(t, view.t0); i < stop; i++) {
-        var o = 6 * i, start = S[o + 4];
-        if (start > view.t1) break;
-        var x0 = X(start), x1 = X(start + S[o + 5]);
-        if (x1 < GUTTER) continue;
-        x0 = Math.max(x0, GUTTER);
-        var lane = S[o + 1], px = Math.floor(x0), wid = x1 - x0;
-        if (wid < 1 && lastPx[lane] === px) continue;
-        lastPx[lane] = px;
-        var cat = S[o + 3], yy = t.y + PAD / 2 + lane * LANE;
-        ctx.fillStyle = color(S[o + 2], cat);
-        if (cat === 1) { ctx.fillRect(x0 - 1, yy, 2, LANE - 2); count++; continue; }
-        ctx.fillRect(x0, yy, Math.max(wid, 1), LANE - 2);
-        count++;
-        if (wid > 36) {
-          ctx.save(); ctx.beginPath(); ctx.rect(x0, yy, Math.min(wid, w - x0), LANE - 2); ctx.clip();
-          ctx.fillStyle = "#1d2330"; ctx.fillText(D.names[S[o + 2]], x0 + 3, yy + (LANE - 2) / 2 + 0.5);
-          ctx.restore();
-        }
-      }
-      return count;
-    }
-    // On-demand capture windows: a green bar along the top, "window N" when it fits.
-    function drawWindows(ctx, X, g) {
-      (D.capture_windows || []).forEach(function (w) {
-        var x0 = Math.max(X(w.start), GUTTER), x1 = Math.min(X(w.start + w.dur), g.w);
-        if (x1 < GUTTER || x0 > g.w) return;
-        ctx.fillStyle = "rgba(46,160,67,0.75)";
-        ctx.fillRect(x0, AXIS, Math.max(x1 - x0, 1), 4);
-        if (x1 - x0 > 70) {
-          ctx.fillStyle = "rgba(30,110,45,1)";
-          ctx.fillText("window " + w.id + " (" + w.source + ")", x0 + 3, AXIS + 5);
-        }
-      });
-    }
-    function drawSteps(ctx, X, g) {
-      ctx.font = "10.5px system-ui, sans-serif";
-      ctx.textBaseline = "top";
-      D.steps.forEach(function (s, k) {
-        var x0 = X(s.start), x1 = X(s.start + s.dur);
-        if (x1 < GUTTER || x0 > g.w) return;
-        ctx.fillStyle = s.recorded ? (k % 2 ? "rgba(59,111,216,0.05)" : "rgba(59,111,216,0.09)") : "rgba(0,0,0,0.035)";
-        ctx.fillRect(Math.max(x0, GUTTER), AXIS, Math.min(x1, g.w) - Math.max(x0, GUTTER), g.h - AXIS);
-        ctx.strokeStyle = "rgba(59,111,216,0.55)";
-        ctx.setLineDash([4, 3]);
-        [x0, x1].forEach(function (x) {
-          if (x < GUTTER || x > g.w) return;
-          ctx.beginPath(); ctx.moveTo(Math.round(x) + 0.5, AXIS); ctx.lineTo(Math.round(x) + 0.5, g.h); ctx.stroke();
-        });
-        ctx.setLineDash([]);
-        if (x1 - x0 > 50) {
-          ctx.save(); ctx.beginPath(); ctx.rect(Math.max(x0, GUTTER), 13, x1 - Math.max(x0, GUTTER), 13); ctx.clip();
-          ctx.fillStyle = "#3b6fd8"; ctx.fillText(s.name, Math.max(x0, GUTTER) + 3, 14);
-          ctx.restore();
-        }
-      });
-    }
-    function drawGutter(ctx, g) {
-      ctx.fillStyle = "#f8f9fb"; ctx.fillRect(0, 0, GUTTER, g.h);
-      ctx.strokeStyle = "#e3e6ec";
-      ctx.beginPath(); ctx.moveTo(GUTTER - 0.5, 0); ctx.lineTo(GUTTER - 0.5, g.h); ctx.stroke();
-      ctx.font = "11.5px system-ui, sans-serif";
-      ctx.textBaseline = "middle";
-      var kindColor = { cpu: "#3b6fd8", cuda_api: "#c77d1a", gpu: "#2f9e6b" };
-      tracks.forEach(function (t) {
-        ctx.beginPath(); ctx.moveTo(0, t.y + t.h - 0.5); ctx.lineTo(g.w, t.y + t.h - 0.5); ctx.stroke();
-        ctx.fillStyle = kindColor[t.info.kind] || "#999"; ctx.fillRect(6, t.y + 5, 3, t.h - 10);
-        ctx.save(); ctx.beginPath(); ctx.rect(0, t.y, GUTTER - 6, t.h); ctx.clip();
-        ctx.fillStyle = "#1d2330"; ctx.fillText(t.info.name, 14, t.y + Math.min(t.h / 2, LANE / 2 + PAD / 2));
-        ctx.restore();
-      });
-    }
-    function drawAxis(ctx, X, w) {
-      ctx.fillStyle = "#ffffff"; ctx.fillRect(GUTTER, 0, w - GUTTER, 12);
-      ctx.strokeStyle = "#c9ced8"; ctx.fillStyle = "#667085"; ctx.font = "10.5px system-ui, sans-serif";
-      ctx.textBaseline = "top"; ctx.textAlign = "left";
-      var step = u.niceStep(view.t1 - view.t0, Math.max(2, (w - GUTTER) / 110));
-      for (var t = Math.ceil(view.t0 / step) * step; t <= view.t1; t += step) {
-        var x = Math.round(X(t)) + 0.5;
-        ctx.beginPath(); ctx.moveTo(x, 0); ctx.lineTo(x, 6); ctx.stroke();
-        ctx.fillText(u.fmtTime(t), x + 3, 1);
-      }
-      ctx.beginPath(); ctx.moveTo(GUTTER, AXIS - 0.5); ctx.lineTo(w, AXIS - 0.5); ctx.stroke();
-    }
-
-    var pending = false;
-    function redraw() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
-    function timeAt(x) { return view.t0 + (x - GUTTER) * (view.t1 - view.t0) / (canvas.clientWidth - GUTTER); }
-    function setView(t0, t1) {
-      var span = Math.max(t1 - t0, 100), margin = end * 0.05;
-      t0 = Math.max(t0, -margin); t1 = t0 + span;
-      if (t1 > end + margin) { t1 = end + margin; t0 = Math.max(-margin, t1 - span); }
-      view.t0 = t0; view.t1 = t1;
-      redraw();
-    }
-    canvas.addEventListener("wheel", function (e) {
-      e.preventDefault();
-      var x = e.offsetX;
-      if (x < GUTTER) return;
-      var at = timeAt(x), f = Math.exp((e.deltaMode === 1 ? 30 : 1) * e.deltaY * 0.0016);
-      setView(at - (at - view.t0) * f, at + (view.t1 - at) * f);
-    }, { passive: false });
-    var drag = null;
-    canvas.addEventListener("mousedown", function (e) { drag = { x: e.clientX, t0: view.t0, t1: view.t1 }; canvas.classList.add("dragging"); });
-    window.addEventListener("mouseup", function () { drag = null; canvas.classList.remove("dragging"); });
-    window.addEventListener("mousemove", function (e) {
-      if (!drag) return;
-      var dt = (e.clientX - drag.x) * (drag.t1 - drag.t0) / (canvas.clientWidth - GUTTER);
-      setView(drag.t0 - dt, drag.t1 - dt);
-    });
-    canvas.addEventListener("dblclick", function () { select.value = "-1"; setView(0, end); });
-    reset.addEventListener("click", function () { select.value = "-1"; setView(0, end); });
-    select.addEventListener("change", function () {
-      var s = D.steps[Number(select.value)];
-      if (!s) { setView(0, end); return; }
-      var m = Math.max(s.dur * 0.03, 1000);
-      setView(s.start - m, s.start + s.dur + m);
-    });
-    canvas.addEventListener("mousemove", function (e) { if (!drag) hover(e.offsetX, e.offsetY); });
-    canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; });
-    function hover(x, yy) {
-      var hit = x >= GUTTER ? find(x, yy) : -1;
-      if (hit < 0) { tip.style.display = "none"; return; }
-      var o = 6 * hit;
-      tip.innerHTML = "";
-      tip.appendChild(u.el("div", null, D.names[S[o + 2]]));
-      var info = u.el("div", "k", CAT[S[o + 3]] + " \u00b7 " + u.fmtTime(S[o + 5]) + " \u00b7 at " + u.fmtTime(S[o + 4]));
-      tip.appendChild(info);
-      tip.style.display = "block";
-      tip.style.left = Math.min(x + 14, canvas.clientWidth - 300) + "px";
-      tip.style.top = (yy + 16) + "px";
-    }
-    function find(x, yy) {
-      var t = null;
-      tracks.forEach(function (tr) { if (yy >= tr.y && yy < tr.y + tr.h) t = tr; });
-      if (!t) return -1;
-      var lane = Math.floor((yy - t.y - PAD / 2) / LANE), at = timeAt(x), slop = 2 * (view.t1 - view.t0) / canvas.clientWidth;
-      var best = -1, stop = t.first + t.count;
-      for (var i = firstVisible(t, at - slop); i < stop; i++) {
-        var o = 6 * i;
-        if (S[o + 4] > at + slop) break;
-        if (S[o + 1] === lane && S[o + 4] - slop <= at && S[o + 4] + S[o + 5] + slop >= at) best = i;
-      }
-      return best;
-    }
-    draw();
-    window.addEventListener("resize", redraw);
-    return { drawn: function () { return drawn; } };
-  };
 
   try {
     main();

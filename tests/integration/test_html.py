@@ -21,7 +21,7 @@ from tp import check, check_eq
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--v=0", "--window-size=1400,1000",
+                  "--enable-logging=stderr", "--v=0",
                   "--virtual-time-budget=5000"]
 
 
@@ -35,6 +35,8 @@ def chromium():
 
 def run_chromium(page, extra, what):
     profile = tp.fresh_dir("chromium_profile")
+    if not any(a.startswith("--window-size=") for a in extra):
+        extra = ["--window-size=1400,1000"] + extra
     argv = [chromium()] + CHROMIUM_FLAGS + [f"--user-data-dir={profile}"] + extra + ["file://" + page]
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                           timeout=120)
@@ -143,8 +145,9 @@ def check_dom(dom, table_rows, expect_sections):
     return drawn
 
 
-def png_pixels(path):
-    """(width, height, rows of RGBA bytes) of an 8-bit RGB/RGBA PNG, stdlib only."""
+def png_pixels(path, max_rows=None):
+    """(width, height, bytes per pixel, rows) of an 8-bit RGB/RGBA PNG, stdlib only; with
+    `max_rows`, only the rows above it are decoded."""
     with open(path, "rb") as f:
         data = f.read()
     check(data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG")
@@ -164,7 +167,7 @@ def png_pixels(path):
     raw = zlib.decompress(idat)
     stride = width * bpp
     rows, prev = [], bytearray(stride)
-    for y in range(height):
+    for y in range(height if max_rows is None else min(height, max_rows)):
         kind = raw[y * (stride + 1)]
         line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
         for x in range(stride):
@@ -264,8 +267,8 @@ def fake_cupti():
     return path
 
 
-def run_gpu(workload):
-    out_dir = os.path.join(tp.fresh_dir("html_gpu_" + workload), "out")
+def run_gpu(workload, name=None):
+    out_dir = os.path.join(tp.fresh_dir("html_gpu_" + (name or workload)), "out")
     env = dict(os.environ, TORCHPROF_CUPTI_LIB=fake_cupti())
     env.pop("FAKE_CUPTI_FAIL", None)
     result = tp.run_tool(["-o", out_dir, "--", tp.bin_path("gpu_workload"), workload], timeout=120, env=env)
@@ -314,8 +317,178 @@ def overview():
     check('<li data-id="dataloader">DataLoader takes ' in dom, "the DataLoader recommendation is on the page")
 
 
+# ---------------------------------------------------------------------------
+# As a person sees it: measured in the screenshot's pixels
+
+
+def page_layout(page, size, fragment=""):
+    """The page's #tp-status attributes, its geometry (step bars, legend swatches) decoded,
+    at window `size` (width, height)."""
+    dom = run_chromium(page + fragment, ["--dump-dom", f"--window-size={size[0]},{size[1]}"], "dump-dom")
+    attrs = status_attrs(dom)
+    check_eq(attrs.get("data-status"), "ok", "#tp-status data-status")
+    for key in ("data-step-bars", "data-legends", "data-timeline-labels"):
+        attrs[key] = json.loads(attrs.get(key, "null"))
+    return dom, attrs
+
+
+def screenshot(page, size, name, fragment="", rows=None):
+    shot = os.path.join(tp.fresh_dir("shot"), name + ".png")
+    run_chromium(page + fragment, [f"--screenshot={shot}", f"--window-size={size[0]},{size[1]}"], "screenshot")
+    keep = os.path.join(os.environ.get("TP_TMP_DIR") or tp.fresh_dir("keep"), f"report_{name}.png")
+    shutil.copyfile(shot, keep)
+    print(f"screenshot {keep}")
+    return png_pixels(shot, rows)
+
+
+def pixel(image, x, y):
+    _, _, bpp, rows = image
+    return tuple(rows[y][x * bpp:x * bpp + 3])
+
+
+TRACK_BG = (0xf0, 0xf2, 0xf5)  # .bars .track
+
+
+def filled_width(image, bar):
+    """Pixels of the bar's row, one pixel below its top (above the value's text), that are
+    not the empty track's colour."""
+    y = bar["y"] + 1
+    return sum(1 for x in range(bar["x"], bar["x"] + bar["w"])
+               if max(abs(a - b) for a, b in zip(pixel(image, x, y), TRACK_BG)) > 12)
+
+
+def check_bars_scaled(image, bars, what):
+    """Each step's bar is as long as its step: measured widths in the ratio of the
+    durations, within 2% (and a pixel of rounding)."""
+    check(len(bars) >= 3, f"{what}: step bars on the page: {bars}")
+    longest = max(b["dur"] for b in bars)
+    widths = [filled_width(image, b) for b in bars]
+    full = bars[0]["w"]
+    for bar, width in zip(bars, widths):
+        expected = full * bar["dur"] / longest
+        check(abs(width - expected) <= 0.02 * expected + 1,
+              f"{what}: bar of a {bar['dur']} ns step is {width} px wide, expected {expected:.1f} "
+              f"(longest step {longest} ns fills {full} px); all widths {widths}")
+    return widths
+
+
+def css_rgb(text):
+    m = re.fullmatch(r"rgba?\((\d+), (\d+), (\d+)(?:, ([\d.]+))?\)", text)
+    if not m or (m.group(4) is not None and float(m.group(4)) < 1):
+        return None  # gradients and translucent swatches: not one colour to look for
+    return tuple(int(m.group(i)) for i in (1, 2, 3))
+
+
+def check_legends(image, legends, at_least, what):
+    """Every opaque legend swatch shows its colour at its centre."""
+    seen = 0
+    for g in legends:
+        colour = css_rgb(g["color"])
+        if colour is None or g["y"] + g["h"] >= len(image[3]):
+            continue
+        got = pixel(image, g["x"] + g["w"] // 2, g["y"] + g["h"] // 2)
+        check(max(abs(a - b) for a, b in zip(got, colour)) <= 10,
+              f"{what}: legend swatch at {g} shows {got}, not {colour}")
+        seen += 1
+    check(seen >= at_least, f"{what}: {seen} legend swatches found in the image, expected {at_least} or more")
+
+
+def check_no_clipping(attrs, what):
+    check_eq(attrs.get("data-clipped"), "0", f"{what}: labels cut off without a tooltip")
+    labels = attrs["data-timeline-labels"]
+    check_eq(labels["overflow"], 0, f"{what}: timeline labels wider than their room ({labels})")
+
+
+# Steps of 48 to 61 ms: a busy wait and a kernel each, steps of different lengths.
+STEP_SCRIPT = ";".join(f"range:ProfilerStep#{i}{{busy:{busy}ms;kernel:_Z4stepPf:{kern}ms;sync}}"
+                       for i, (busy, kern) in enumerate([(40, 8), (52, 9), (30, 20), (45, 3)]))
+
+
+def step_bars():
+    """A GPU run: the overview first, its step bars as long as their steps, legends drawn."""
+    result = run_gpu(STEP_SCRIPT, "step_bars")
+    page = result.file("report.html")
+    dom, attrs = page_layout(page, (1400, 1400))
+    check(dom.find('id="tp-overview"') < dom.find('id="tp-timeline"'), "with GPU work the overview comes first")
+    bars = attrs["data-step-bars"]
+    durs = [b["dur"] for b in bars[1:]]
+    check(len(durs) == 4 and max(durs) > 1.15 * min(durs), f"steps of different lengths: {durs}")
+    image = screenshot(page, (1400, 1400), "step_bars", rows=max(b["y"] for b in bars) + 40)
+    widths = check_bars_scaled(image, bars, "GPU run")
+    check_legends(image, attrs["data-legends"], 7, "GPU run")
+    check_no_clipping(attrs, "GPU run")
+    print(f"step bars {widths} px for {[b['dur'] for b in bars]} ns")
+
+
+def cpu_only():
+    """A CPU-only run: the timeline first, the all-CPU breakdown folded away (open with
+    #breakdown, then its bars are as long as their steps), legends present."""
+    result = tp.profile("demo_train", [8, 0.5])
+    page = result.file("report.html")
+    dom, attrs = page_layout(page, (1400, 1000))
+    check(dom.find('id="tp-timeline"') < dom.find('id="tp-overview"'), "without GPU work the timeline comes first")
+    check('<details id="tp-breakdown-fold">' in dom, "the breakdown is folded (a closed <details>)")
+    check_eq(attrs["data-step-bars"], [], "step bars visible while folded")
+    summary = re.search(r'<details id="tp-breakdown-fold"><summary>(.*?)</summary>', dom)
+    check(summary and re.search(r"DataLoader [1-9]\d*\.\d%", summary.group(1)),
+          f"the fold's summary shows the demo's DataLoader share: {summary and summary.group(1)}")
+    image = screenshot(page, (1400, 1000), "cpu_only")
+    check_legends(image, attrs["data-legends"], 3, "CPU-only run, timeline legend")
+    check_no_clipping(attrs, "CPU-only run")
+    dom, attrs = page_layout(page, (1400, 1600), "#breakdown")
+    bars = attrs["data-step-bars"]
+    image = screenshot(page, (1400, 1600), "cpu_only_breakdown", "#breakdown", rows=max(b["y"] for b in bars) + 40)
+    check_bars_scaled(image, bars, "CPU-only run, unfolded")
+
+
+def process_tree():
+    """fork and exec: the children under their parent, the exec'd image with what it came
+    from, each with its command line and exit code."""
+    result = tp.profile("nvtx_fork_exec", [2, 2, 2, 2])
+    page = result.file("report.html")
+    with open(page, encoding="utf-8") as f:
+        data = page_data(f.read())
+    procs = {p["pid"]: p for p in data["meta"]["processes"]}
+    check_eq(len(procs), 3, "processes in the page")
+    parent = [p for p in procs.values() if p["ppid"] not in procs]
+    check_eq(len(parent), 1, f"one root process: {procs}")
+    exec_child = [p for p in procs.values() if p["exec_from"]]
+    check_eq(len(exec_child), 1, f"one process that exec'd: {procs}")
+    check("--exec-child" in exec_child[0]["cmdline"], f"the exec'd image's command line {exec_child[0]['cmdline']}")
+    dom, attrs = page_layout(page, (1400, 1400))
+    check_eq(attrs.get("data-process-levels"), "2", "levels of the process tree")
+    for p in procs.values():
+        level = "0" if p is parent[0] else "1"
+        check(f'<li data-pid="{p["pid"]}" data-level="{level}">' in dom, f"pid {p['pid']} at level {level}")
+    check_eq(dom.count("exit code 0"), 3, "an exit code for each process")
+    check("exec'd from: " in dom, "the exec'd process names the image it came from")
+    screenshot(page, (1400, 1400), "fork_exec")
+    check_no_clipping(attrs, "fork/exec run")
+
+
+def empty_run():
+    """A program that records nothing: the page says so, and what to do, instead of
+    empty charts."""
+    out_dir = os.path.join(tp.fresh_dir("html_empty"), "out")
+    result = tp.run_tool(["-o", out_dir, "--", "ls", "/"])
+    check_eq(result.rc, 0, "exit code of torchprof-run ls")
+    page = os.path.join(out_dir, "report.html")
+    dom, attrs = page_layout(page, (1400, 1000))
+    m = re.search(r'<div class="banner empty" id="tp-empty">(.*?)</div>', dom, re.S)
+    check(m, "no 'Nothing to show' banner")
+    check("nvtxRangePushA" in html.unescape(m.group(1)), f"banner says what to do: {m.group(1)}")
+    check('id="tp-timeline"' not in dom, "an empty timeline on a page with nothing to show")
+    check("Nothing was recorded: `ls` ran for " in html.unescape(m.group(1)), f"banner, capitalised: {m.group(1)}")
+    box = json.loads(attrs["data-empty"])
+    check(box["y"] < 300 and box["w"] > 1000, f"the banner is near the top, across the page: {box}")
+    image = screenshot(page, (1400, 1000), "empty")
+    check_eq(pixel(image, box["x"] + 4, box["y"] + box["h"] // 2), (0xee, 0xf3, 0xfd), "the banner's colour on screen")
+    check_no_clipping(attrs, "empty run")
+
+
 SCENARIOS = {"demo": demo, "report_again": report_again, "warnings": warnings_banner,
-             "gpu": gpu, "gpu_memory": gpu_memory, "overview": overview}
+             "gpu": gpu, "gpu_memory": gpu_memory, "overview": overview, "step_bars": step_bars,
+             "cpu_only": cpu_only, "process_tree": process_tree, "empty_run": empty_run}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIOS))

@@ -123,7 +123,7 @@ def man_documents_options():
         check(not missing, f"man/{page} does not document {missing}")
     with open(os.path.join(man_dir, "torchprof-run.1"), encoding="utf-8") as f:
         run_page = f.read().replace("\\-", "-").replace("\\_", "_")
-    env_h = os.path.join(man_dir, "..", "formats", "wire", "env.h")
+    env_h = os.path.join(man_dir, "..", "common", "wire", "env.h")
     with open(env_h, encoding="utf-8") as f:
         variables = [line.split('"')[1] for line in f if 'constexpr const char*' in line]
     missing = [v for v in variables if v not in run_page]
@@ -169,6 +169,40 @@ def completion():
     # After the program, options belong to it: ours are not offered.
     after = complete(tree, ["torchprof-run", "./app", "--s"])
     check("--schedule" not in after, f"torchprof's options offered after the program: {sorted(after)}")
+    # From the option definitions: every subcommand, the values each option accepts.
+    check({"start", "stop", "trigger"} <= complete(tree, ["torchprof", ""]), "start, stop, trigger offered")
+    check_eq(complete(tree, ["torchprof", "run", "--capture-range", ""]),
+             {"none", "cudaProfilerApi", "nvtx:", "signal"}, "values of --capture-range")
+    check_eq(complete(tree, ["torchprof", "diff", "--metric", ""]),
+             {"cuda_time_total", "cpu_time_total", "self_cpu_time_total", "self_cuda_time_total", "count",
+              "step_time"}, "values of diff --metric (those it accepts)")
+    check_eq(complete(tree, ["torchprof-run", "--trace", "nvtx,g"]), {"nvtx,gpu"}, "--trace's comma list")
+    check({"--steps", "--wait"} <= complete(tree, ["torchprof", "trigger", "--"]), "trigger's options")
+    run_all = complete(tree, ["torchprof-run", "-"])
+    check(not {"--size", "--steps", "--max"} & run_all, f"options run does not have: {sorted(run_all)}")
+    check("step_time_avg=" in complete(tree, ["torchprof", "check", "out", "--max", "st"]), "check's metrics")
+    for cmd in (["torchprof", "run"], ["torchprof-run"]):
+        check_eq(complete(tree, cmd + ["--sort", "cpu_time_t"]), {"cpu_time_total"}, f"{cmd} --sort")
+
+
+def help_texts():
+    """--help: run's usage names the program; each subcommand's examples are its own."""
+    proc = subprocess.run([tp.bin_path("torchprof-run"), "--help"], stdout=subprocess.PIPE, timeout=30)
+    check("Usage: torchprof-run [OPTIONS] [--] PROGRAM [ARGS...]\n" in proc.stdout.decode(),
+          f"torchprof-run --help usage: {proc.stdout.decode()[:200]!r}")
+    for sub in ("run", "report", "diff", "check", "start", "stop", "trigger"):
+        text, _ = help_options([sub])
+        examples = text.split("Examples:\n", 1)
+        check(len(examples) == 2, f"torchprof {sub} --help has no examples")
+        lines = [line.strip() for line in examples[1].splitlines() if line.startswith("  ")]
+        mine = "torchprof-run" if sub == "run" else f"torchprof {sub}"
+        pair = {"start", "stop"} if sub in ("start", "stop") else {sub}
+        others = [f"torchprof {o} " for o in ("run", "report", "diff", "check", "start", "stop", "trigger")
+                  if o not in pair]
+        check(lines and any(mine in line for line in lines) and
+              not any(o in line + " " for line in lines for o in others), f"torchprof {sub} --help examples: {lines}")
+    text, _ = help_options(["run"])
+    check("Usage: torchprof run [OPTIONS] [--] PROGRAM [ARGS...]\n" in text, f"torchprof run --help: {text[:200]!r}")
 
 
 def version():
@@ -258,9 +292,27 @@ def setup_packages():
     check(not missing, f"files this build used come from packages setup.sh does not bring: {missing}")
 
 
-SCENARIOS = {"relocated_run": relocated_run, "man_pages": man_pages,
+def python_module():
+    """`import torchprof` works outside torchprof-run from the installed (and moved) tree:
+    torchprof.pth in python3's site directory names share/torchprof/python relative to
+    itself; there every call is a no-op and the bootstrap's sitecustomize stays inert."""
+    tree = installed_copy()
+    pths = glob.glob(os.path.join(tree, "lib", "python3*", "*-packages", "torchprof.pth"))
+    check_eq(len(pths), 1, f"torchprof.pth files installed under {tree}/lib: {pths}")
+    code = ("import site, sys; site.addsitedir(sys.argv[1]); import torchprof, sitecustomize\n"
+            "with torchprof.range('x'):\n    torchprof.mark('m')\n"
+            "@torchprof.range\ndef f():\n    return 7\n"
+            "torchprof.step()\n"
+            "print(f(), torchprof.active(), torchprof.__file__.startswith(sys.argv[2]))\n")
+    proc = subprocess.run(["/usr/bin/python3", "-c", code, os.path.dirname(pths[0]), tree],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, env=clean_env())
+    check_eq((proc.returncode, proc.stdout, proc.stderr), (0, b"7 False True\n", b""),
+             "import torchprof through torchprof.pth")
+
+
+SCENARIOS = {"relocated_run": relocated_run, "python_module": python_module, "man_pages": man_pages,
              "man_documents_options": man_documents_options, "completion": completion,
-             "version": version, "no_color": no_color_on_pipes,
+             "version": version, "no_color": no_color_on_pipes, "help_texts": help_texts,
              "setup_packages": setup_packages}
 
 if __name__ == "__main__":

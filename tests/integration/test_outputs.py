@@ -61,7 +61,7 @@ def report_roundtrip():
 
 
 DEMO_RANGES = ["forward", "linear", "aten::mm", "relu", "loss", "backward", "linear_backward",
-               "optimizer.step", "zero_grad", "data_wait", "load_batch"]
+               "optimizer.step", "zero_grad", "DataLoader#next", "load_batch"]
 
 
 def traces_valid():
@@ -119,6 +119,10 @@ def demo():
     check(17 <= loads <= 20, f"load_batch calls {loads}, expected 17 to 20")
     table = tp.check_torch_table(r.table)
     check_eq(table.row("ProfilerStep*")["# of Calls"], "20", "ProfilerStep* calls")
+    # The wait for the next batch is the demo's DataLoader time (DataLoader#next).
+    tp.check_op(s, "DataLoader#next", calls=20)
+    dataloader = s["overview"]["breakdown"]["avg"]["dataloader_ns"]
+    check(dataloader > 0, f"no DataLoader time in the overview's breakdown: {s['overview']['breakdown']['avg']}")
 
 
 if __name__ == "__main__":

@@ -212,6 +212,16 @@ TEST_CASE("overview: GPU work no runtime call of a step launched moves the first
   CHECK(o.devices.at(0).steps.at(0).idle.host_wait_ns == 70 * kUs);
 }
 
+TEST_CASE("overview: DataLoader ranges are torch's names and the documented one for other programs") {
+  for (const char* name : {"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                           "enumerate(DataPipe)#ShufflerIterDataPipe", "DataLoader", "DataLoader#next"}) {
+    CHECK_MESSAGE(is_dataloader_range(name), name);
+  }
+  for (const char* name : {"data_wait", "DataLoaderX", "my DataLoader", "dataloader#next", "load_batch"}) {
+    CHECK_MESSAGE(!is_dataloader_range(name), name);
+  }
+}
+
 TEST_CASE("overview: interval helpers") {
   const Intervals a = merge_intervals({{5, 10}, {0, 3}, {2, 4}, {10, 12}, {20, 20}});
   CHECK(a == Intervals{{0, 4}, {5, 12}});
