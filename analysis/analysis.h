@@ -1,6 +1,6 @@
-// Analysis of a decoded run: nesting and self time per thread, steps, the
-// schedule's action and cycle per step, and the per-name aggregates (ops) over
-// the recorded steps of every process, as key_averages() computes them.
+// The analysis's options, and the steps: which ranges and marks are step markers, the
+// steps they make, the schedule's action and cycle of each, and which step an event
+// belongs to. The pass that applies them is analysis/engine.h.
 #pragma once
 
 #include <cstddef>
@@ -24,18 +24,6 @@ struct AnalysisOptions {
   bool group_by_input_shape = false;           // cpu_op rows keyed by (name, input shapes) too
 };
 
-// Fills Event::parent/self_ns/step, Process::steps and Run::ops. Throws InputError
-// when the step-marker regex is invalid.
-void analyse(Run& run, const AnalysisOptions& options);
-
-// Orders events by (tid, start, longer first), the order Process::events_list keeps.
-void sort_events(std::vector<Event>& events);
-
-// Pieces of analyse(), exposed for tests.
-void compute_nesting(Process& proc);
-void compute_steps(Process& proc, const AnalysisOptions& options);
-void aggregate_ops(Run& run, bool group_by_input_shape = false);
-
 // The row a PyTorch op event counts in (kind cpu_op, its shapes when grouped by them,
 // its first Python frames): op_row_key() of it and the row's name identify the row.
 OpStats op_row(const OpInfo& op, bool group_by_input_shape);
@@ -51,11 +39,20 @@ constexpr std::string_view kStepRowName = "ProfilerStep*";
 
 inline bool recorded(StepAction a) { return a == StepAction::kRecord || a == StepAction::kRecordAndSave; }
 
-// The steps of a process whose step markers are `markers` (indices into its events_list,
-// in start order; none: the whole process is one step), with the schedule's action and
-// cycle of each.
-std::vector<Step> steps_of_markers(const Process& proc, const std::vector<int32_t>& markers,
-                                   const std::optional<Schedule>& schedule);
+// A step marker as the engine found it: a range or mark whose name matches.
+struct MarkerEvent {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;  // == start_ns for marks
+  uint32_t tid = 0;
+  bool mark = false;
+  std::string name;
+};
+
+// The steps a process's step markers make (in start order), with the schedule's action
+// and cycle of each. Without markers, a process that recorded anything is one step over
+// [start_ns, end_ns]. A mark's step lasts until the next marker (or end_ns).
+std::vector<Step> steps_of_markers(const std::vector<MarkerEvent>& markers, int64_t start_ns, int64_t end_ns,
+                                   bool recorded_anything, const std::optional<Schedule>& schedule);
 
 // The step-marker option: an ECMAScript regex searched for in range and mark names. A
 // pattern that is `^` and plain text (the default, "^ProfilerStep#") is tested as the
@@ -87,7 +84,5 @@ class StepLocator {
   std::vector<int64_t> furthest_end_;  // [k]: latest end among steps 0..k
 };
 
-// Sets each event's step: the one whose interval holds its start (StepLocator).
-void assign_events_to_steps(Process& proc);
 
 }  // namespace torchprof

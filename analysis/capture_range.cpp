@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_set>
 
 namespace torchprof {
 
@@ -12,10 +11,10 @@ using Window = std::pair<int64_t, int64_t>;
 
 constexpr int64_t kOpenEnd = std::numeric_limits<int64_t>::max();
 
-std::vector<Window> profiler_windows(const Process& proc) {
+std::vector<Window> profiler_windows(const std::vector<ProfilerToggle>& toggles) {
   std::vector<Window> windows;
   bool open = false;
-  for (const ProfilerToggle& t : proc.profiler_toggles) {
+  for (const ProfilerToggle& t : toggles) {
     if (t.start && !open) {
       windows.emplace_back(t.ts_ns, kOpenEnd);
       open = true;
@@ -23,16 +22,6 @@ std::vector<Window> profiler_windows(const Process& proc) {
       windows.back().second = t.ts_ns;
       open = false;
     }
-  }
-  return windows;
-}
-
-std::vector<Window> nvtx_windows(const Process& proc, const CaptureRange& range) {
-  std::vector<Window> windows;
-  for (const Event& e : proc.events_list) {
-    if (e.kind != EventKind::kRange || e.name != range.nvtx_name) continue;
-    if (!range.nvtx_domain.empty() && e.domain() != range.nvtx_domain) continue;
-    windows.emplace_back(e.start_ns, e.end_ns);
   }
   return windows;
 }
@@ -49,24 +38,6 @@ std::vector<Window> merged(std::vector<Window> windows) {
     }
   }
   return out;
-}
-
-bool inside(const std::vector<Window>& windows, int64_t t) {
-  auto after = std::upper_bound(windows.begin(), windows.end(), t,
-                                [](int64_t x, const Window& w) { return x < w.first; });
-  return after != windows.begin() && t <= std::prev(after)->second;
-}
-
-// Whether a GPU or memory record caused by the call with `correlation` stays: the
-// call's fate when it is known, else the record's own time.
-template <typename T>
-void keep_caused(std::vector<T>& records, const std::unordered_set<uint64_t>& all_calls,
-                 const std::unordered_set<uint64_t>& kept_calls, const std::vector<Window>& windows,
-                 int64_t T::*time) {
-  std::erase_if(records, [&](const T& r) {
-    if (r.correlation != 0 && all_calls.count(r.correlation)) return kept_calls.count(r.correlation) == 0;
-    return !inside(windows, r.*time);
-  });
 }
 
 std::string describe(const CaptureRange& range) {
@@ -106,36 +77,25 @@ std::optional<CaptureRange> parse_capture_range(const std::string& text, std::st
   return std::nullopt;
 }
 
-std::vector<Window> capture_windows(const Process& proc, const CaptureRange& range) {
+bool inside_windows(const std::vector<Window>& windows, int64_t t) {
+  auto after = std::upper_bound(windows.begin(), windows.end(), t,
+                                [](int64_t x, const Window& w) { return x < w.first; });
+  return after != windows.begin() && t <= std::prev(after)->second;
+}
+
+std::vector<Window> capture_windows(const CaptureRange& range, const std::vector<ProfilerToggle>& toggles,
+                                    std::vector<Window> nvtx_ranges) {
   switch (range.kind) {
     case CaptureRange::Kind::kNone:
     case CaptureRange::Kind::kSignal: return {{std::numeric_limits<int64_t>::min(), kOpenEnd}};
-    case CaptureRange::Kind::kCudaProfilerApi: return merged(profiler_windows(proc));
-    case CaptureRange::Kind::kNvtx: return merged(nvtx_windows(proc, range));
+    case CaptureRange::Kind::kCudaProfilerApi: return merged(profiler_windows(toggles));
+    case CaptureRange::Kind::kNvtx: return merged(std::move(nvtx_ranges));
   }
   return {};
 }
 
-void apply_capture_range(Process& proc, const CaptureRange& range) {
-  if (range.kind == CaptureRange::Kind::kNone || range.kind == CaptureRange::Kind::kSignal) return;
-  const std::vector<Window> windows = capture_windows(proc, range);
-  const bool had_any = !proc.events_list.empty() || !proc.gpu_events.empty();
-  std::unordered_set<uint64_t> all_calls;
-  std::unordered_set<uint64_t> kept_calls;
-  std::erase_if(proc.events_list, [&](const Event& e) {
-    const bool keep = inside(windows, e.start_ns);
-    if (is_cuda_api(e.kind) && e.correlation != 0) {
-      all_calls.insert(e.correlation);
-      if (keep) kept_calls.insert(e.correlation);
-    }
-    return !keep;
-  });
-  keep_caused(proc.gpu_events, all_calls, kept_calls, windows, &GpuEvent::start_ns);
-  keep_caused(proc.memory_events, all_calls, kept_calls, windows, &MemoryEvent::ts_ns);
-  if (windows.empty() && had_any) {
-    proc.warnings.push_back("--capture-range " + describe(range) + ": no capture window in this process; "
-                            "nothing of it is reported");
-  }
+std::string no_window_warning(const CaptureRange& range) {
+  return "--capture-range " + describe(range) + ": no capture window in this process; nothing of it is reported";
 }
 
 }  // namespace torchprof

@@ -1,8 +1,9 @@
 // `--capture-range`, as nsys has it: only what happens inside the capture windows
 // is analysed. cudaProfilerApi: from each cudaProfilerStart to the next
 // cudaProfilerStop (or the process's end); nvtx:NAME[@DOMAIN]: each NVTX range so
-// named. Events, API calls and the GPU work they launch outside every window are
-// dropped before nesting and steps are computed, so steps count only inside.
+// named. Events, API calls and the GPU work they launch outside every window are left
+// out (GPU work and memory events follow the API call that caused them, when known), and
+// steps are made of the step markers inside the windows only.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +28,17 @@ struct CaptureRange {
 // "none" | "cudaProfilerApi" | "nvtx:NAME[@DOMAIN]" | "signal"; nullopt (and `error` set) otherwise.
 std::optional<CaptureRange> parse_capture_range(const std::string& text, std::string* error);
 
-// The windows [start, end] of `proc` (in time order); empty when nothing is captured.
-std::vector<std::pair<int64_t, int64_t>> capture_windows(const Process& proc, const CaptureRange& range);
+// The windows [start, end] of a process (merged, in time order; empty when nothing is
+// captured): from its cudaProfilerStart/Stop toggles (in time order), or the intervals of
+// its NVTX ranges of the range's name (and domain). kNone and kSignal: everything.
+std::vector<std::pair<int64_t, int64_t>> capture_windows(const CaptureRange& range,
+                                                         const std::vector<ProfilerToggle>& toggles,
+                                                         std::vector<std::pair<int64_t, int64_t>> nvtx_ranges);
 
-// Drops from `proc` the events, GPU records and memory events outside its windows
-// (GPU work and memory events follow the API call that caused them, when known).
-// Call before compute_nesting(). Leaves a warning when nothing was captured.
-void apply_capture_range(Process& proc, const CaptureRange& range);
+// Whether `t` lies in one of `windows` (capture_windows()'s).
+bool inside_windows(const std::vector<std::pair<int64_t, int64_t>>& windows, int64_t t);
+
+// The warning a process gets when the range has no window in it and it recorded anything.
+std::string no_window_warning(const CaptureRange& range);
 
 }  // namespace torchprof

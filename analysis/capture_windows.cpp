@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "analysis/analysis.h"
 #include "common/wire/wire.h"
 
 namespace torchprof {
@@ -56,7 +55,6 @@ void steps_from_windows(Process& proc) {
     s.cycle = w.cycle = cycle++;
     w.steps = 1;
   }
-  assign_events_to_steps(proc);
 }
 
 }  // namespace
@@ -66,14 +64,14 @@ bool run_has_capture_windows(const Run& run) {
                      [](const Process& p) { return !p.capture_toggles.empty(); });
 }
 
-void apply_capture_windows(Process& proc) {
+void apply_capture_windows(Process& proc, bool recorded_anything) {
   proc.capture_windows = windows_of(proc);
-  if (proc.events_list.empty() && proc.gpu_events.empty()) {
+  if (!recorded_anything) {
     proc.capture_windows.clear();  // nothing recorded: a process that stayed paused
     proc.steps.clear();
     return;
   }
-  const bool markers = !proc.steps.empty() && proc.steps.front().marker >= 0;
+  const bool markers = !proc.steps.empty() && proc.steps.front().marker;
   if (!markers) {
     steps_from_windows(proc);
     return;

@@ -18,7 +18,9 @@ namespace torchprof {
 bool run_has_capture_windows(const Run& run);
 
 // Fills proc.capture_windows and redoes proc.steps' actions and cycles (and, without
-// markers, the steps themselves and the events' steps). Call after compute_steps().
-void apply_capture_windows(Process& proc);
+// markers, the steps themselves), from proc.capture_toggles, its steps and its span.
+// `recorded_anything`: the process has events or GPU records (one that stayed paused has
+// neither, and then no window and no step).
+void apply_capture_windows(Process& proc, bool recorded_anything);
 
 }  // namespace torchprof

@@ -7,93 +7,6 @@
 
 namespace torchprof {
 
-namespace {
-
-// Index of the step whose interval holds `t` (the later one on ties), -1 for none.
-int32_t step_at(const Process& proc, int64_t t) {
-  const std::vector<Step>& steps = proc.steps;
-  auto after = std::upper_bound(steps.begin(), steps.end(), t,
-                                [](int64_t v, const Step& s) { return v < s.start_ns; });
-  for (auto k = after - steps.begin() - 1; k >= 0; --k) {
-    if (t <= steps[k].start_ns + steps[k].dur_ns) return static_cast<int32_t>(k);
-  }
-  return -1;
-}
-
-// The innermost range around event `i` (API calls nest under ranges only).
-int32_t enclosing_range(const std::vector<Event>& ev, int32_t i) {
-  for (int32_t p = ev[i].parent; p >= 0; p = ev[p].parent) {
-    if (ev[p].kind == EventKind::kRange) return p;
-  }
-  return -1;
-}
-
-std::unordered_map<uint64_t, int32_t> api_by_correlation(const std::vector<Event>& ev) {
-  std::unordered_map<uint64_t, int32_t> by_corr;
-  for (size_t i = 0; i < ev.size(); ++i) {
-    if (is_cuda_api(ev[i].kind) && ev[i].correlation != 0) {
-      by_corr.emplace(ev[i].correlation, static_cast<int32_t>(i));
-    }
-  }
-  return by_corr;
-}
-
-void attribute_memory(Process& proc, const std::unordered_map<uint64_t, int32_t>& by_corr) {
-  std::map<uint32_t, int64_t> live;
-  std::unordered_map<uint64_t, uint64_t> blocks;  // (device << 48 ^ address) → bytes
-  for (MemoryEvent& m : proc.memory_events) {
-    auto api = m.correlation != 0 ? by_corr.find(m.correlation) : by_corr.end();
-    m.step = api != by_corr.end() ? proc.events_list[api->second].step : step_at(proc, m.ts_ns);
-    uint64_t key = (uint64_t{m.device} << 48) ^ m.address;
-    int64_t& total = live[m.device];
-    if (m.alloc) {
-      blocks[key] = m.bytes;
-      total += static_cast<int64_t>(m.bytes);
-    } else if (auto b = blocks.find(key); b != blocks.end()) {
-      // Blocks allocated before tracing began are unknown: they do not lower the total.
-      total -= static_cast<int64_t>(b->second);
-      blocks.erase(b);
-    }
-    m.live_bytes = total;
-  }
-}
-
-}  // namespace
-
-void attribute_gpu(Process& proc) {
-  const std::vector<Event>& ev = proc.events_list;
-  proc.cuda_times.clear();
-  if (proc.gpu_events.empty() && proc.memory_events.empty()) return;
-  proc.cuda_times.assign(ev.size(), CudaTime{});
-  std::vector<CudaTime>& cuda = proc.cuda_times;
-  const auto by_corr = api_by_correlation(ev);
-  uint64_t unmatched = 0;
-  for (GpuEvent& g : proc.gpu_events) {
-    g.api = g.range = -1;
-    auto it = by_corr.find(g.correlation);
-    if (it != by_corr.end()) {
-      g.api = it->second;
-      g.range = enclosing_range(ev, g.api);
-      // GPU work that ends after its step's CPU side still counts for that step.
-      g.step = ev[g.api].step;
-    } else {
-      g.step = step_at(proc, g.start_ns);
-      if (g.kind != GpuKind::kSync) ++unmatched;
-    }
-    if (g.kind == GpuKind::kSync || g.range < 0) continue;
-    const int64_t dur = g.dur_ns();
-    cuda[static_cast<size_t>(g.range)].self_ns += dur;
-    for (int32_t r = g.range; r >= 0; r = ev[r].parent) {
-      if (ev[r].kind == EventKind::kRange) cuda[static_cast<size_t>(r)].total_ns += dur;
-    }
-  }
-  if (unmatched > 0) {
-    proc.warnings.push_back(std::to_string(unmatched) +
-                            " GPU records have no recorded launching API call; they count in no range");
-  }
-  attribute_memory(proc, by_corr);
-}
-
 int64_t merged_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
   // Mostly taken from records in start order: sorted already, apart from equal starts.
   if (!std::is_sorted(intervals.begin(), intervals.end())) std::sort(intervals.begin(), intervals.end());
@@ -113,13 +26,13 @@ int64_t merged_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total;
 }
 
-bool in_recorded_step(const Process& proc, const GpuEvent& g) {
+bool in_recorded_step(const Process& proc, const GpuRecord& g) {
   return g.step >= 0 && static_cast<size_t>(g.step) < proc.steps.size() && proc.steps[g.step].cycle >= 0;
 }
 
 namespace {
 
-void add_record(DeviceUsage& u, const GpuEvent& g) {
+void add_record(DeviceUsage& u, const GpuRecord& g) {
   switch (g.kind) {
     case GpuKind::kKernel:
       ++u.kernels;
@@ -163,14 +76,14 @@ StepsWindow recorded_steps_window(const Process& proc) {
 }
 
 // device_usage() over the records `records` (in the process's order).
-std::vector<DeviceUsage> usage_of(const std::vector<const GpuEvent*>& records, const StepsWindow& window) {
+std::vector<DeviceUsage> usage_of(const std::vector<const GpuRecord*>& records, const StepsWindow& window) {
   const int64_t steps_start = window.start;
   const int64_t steps_end = window.end;
   std::map<uint32_t, DeviceUsage> usage;
   std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels, all;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<int64_t, int64_t>>> streams;
-  for (const GpuEvent* record : records) {
-    const GpuEvent& g = *record;
+  for (const GpuRecord* record : records) {
+    const GpuRecord& g = *record;
     DeviceUsage& u = usage[g.device];
     if (u.kernels + u.memcpys + u.memsets + u.syncs == 0) {
       u.device = g.device;
@@ -199,23 +112,23 @@ std::vector<DeviceUsage> usage_of(const std::vector<const GpuEvent*>& records, c
 }  // namespace
 
 std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep) {
-  std::vector<const GpuEvent*> records;
-  for (const GpuEvent& g : proc.gpu_events) {
+  std::vector<const GpuRecord*> records;
+  for (const GpuRecord& g : proc.gpu_records) {
     if (keep(g)) records.push_back(&g);
   }
   return usage_of(records, recorded_steps_window(proc));
 }
 
-std::vector<std::vector<const GpuEvent*>> gpu_records_per_step(const Process& proc) {
-  std::vector<std::vector<const GpuEvent*>> by_step(proc.steps.size());
-  for (const GpuEvent& g : proc.gpu_events) {
+std::vector<std::vector<const GpuRecord*>> gpu_records_per_step(const Process& proc) {
+  std::vector<std::vector<const GpuRecord*>> by_step(proc.steps.size());
+  for (const GpuRecord& g : proc.gpu_records) {
     if (g.step >= 0 && static_cast<size_t>(g.step) < by_step.size()) by_step[g.step].push_back(&g);
   }
   return by_step;
 }
 
 std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc) {
-  const std::vector<std::vector<const GpuEvent*>> by_step = gpu_records_per_step(proc);
+  const std::vector<std::vector<const GpuRecord*>> by_step = gpu_records_per_step(proc);
   const StepsWindow window = recorded_steps_window(proc);
   std::vector<std::vector<DeviceUsage>> out;
   out.reserve(by_step.size());

@@ -1,8 +1,7 @@
-// GPU side of the analysis, as torch.profiler attributes it: each GPU record's
-// correlation id names the API call that launched it; the innermost NVTX range
-// around that call gets the record's time as Self CUDA and every range around it
-// gets it in CUDA total. Also device utilisation (HTA's busy/idle: merged kernel
-// intervals) and device memory (running total of CUPTI's allocations).
+// What the GPU records of an analysed process add up to: device utilisation (HTA's
+// busy/idle: merged kernel intervals) over any set of records, and device memory (the
+// running total of CUPTI's allocations). Attribution to ranges is the engine's
+// (analysis/engine.h).
 #pragma once
 
 #include <cstdint>
@@ -14,11 +13,6 @@
 #include "analysis/model.h"
 
 namespace torchprof {
-
-// Needs compute_nesting() and compute_steps() first. Fills GpuEvent::api/range/step,
-// Process::cuda_times (ranges' Self CUDA and CUDA total), MemoryEvent::live_bytes/step,
-// and counts unmatched records in the process's warnings.
-void attribute_gpu(Process& proc);
 
 // Total length of the union of [start, end) intervals.
 int64_t merged_length(std::vector<std::pair<int64_t, int64_t>> intervals);
@@ -47,18 +41,18 @@ struct DeviceUsage {
   std::map<uint32_t, Stream> streams;
 };
 
-using GpuFilter = std::function<bool(const GpuEvent&)>;
+using GpuFilter = std::function<bool(const GpuRecord&)>;
 
 // Per device, records accepted by `keep`; the window spans the recorded steps
 // (Step::cycle >= 0) and the accepted records.
 std::vector<DeviceUsage> device_usage(const Process& proc, const GpuFilter& keep);
-// device_usage() of each step's own records (GpuEvent::step == k), for all steps in one pass.
+// device_usage() of each step's own records (GpuRecord::step == k), for all steps in one pass.
 std::vector<std::vector<DeviceUsage>> device_usage_per_step(const Process& proc);
-// Each step's GPU records (GpuEvent::step == k), in list order, found in one pass.
-std::vector<std::vector<const GpuEvent*>> gpu_records_per_step(const Process& proc);
+// Each step's GPU records (GpuRecord::step == k), in list order, found in one pass.
+std::vector<std::vector<const GpuRecord*>> gpu_records_per_step(const Process& proc);
 
 // GPU records that belong to a recorded step (the set ops and traces report).
-bool in_recorded_step(const Process& proc, const GpuEvent& g);
+bool in_recorded_step(const Process& proc, const GpuRecord& g);
 
 // Device memory over the whole process (allocations before tracing began are unknown).
 struct MemoryUsage {

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/permutation.h"
 
 namespace torchprof {
 
@@ -135,7 +134,7 @@ void GpuDecoder::span(int64_t start, int64_t end) {
 void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const Name& name) {
   if (incomplete(r)) return;
   auto x = load<wire::GpuKernelExtra>(extra);
-  GpuEvent& g = proc_.gpu_events.emplace_back();
+  GpuEvent& g = gpu_.emplace_back();
   g.kind = GpuKind::kKernel;
   g.mangled = name;
   auto [shown, fresh] = demangled_.try_emplace(name);
@@ -161,7 +160,7 @@ void GpuDecoder::kernel(const wire::Record& r, const uint8_t* extra, const Name&
 void GpuDecoder::copy(const wire::Record& r, const uint8_t* extra, bool is_memset) {
   if (incomplete(r)) return;
   auto x = load<wire::GpuCopyExtra>(extra);
-  GpuEvent& g = proc_.gpu_events.emplace_back();
+  GpuEvent& g = gpu_.emplace_back();
   g.kind = is_memset ? GpuKind::kMemset : GpuKind::kMemcpy;
   const uint32_t kinds = (uint32_t{is_memset} << 24) | (uint32_t{x.copy_kind} << 16) |
                          (uint32_t{x.src_kind} << 8) | x.dst_kind;
@@ -187,7 +186,7 @@ void GpuDecoder::copy(const wire::Record& r, const uint8_t* extra, bool is_memse
 void GpuDecoder::sync(const wire::Record& r, const uint8_t* extra) {
   if (incomplete(r)) return;
   auto x = load<wire::GpuSyncExtra>(extra);
-  GpuEvent& g = proc_.gpu_events.emplace_back();
+  GpuEvent& g = gpu_.emplace_back();
   g.kind = GpuKind::kSync;
   g.name = sync_row_name(x.type);
   g.device = r.domain;  // the writer knows only the context; finish() maps it
@@ -203,7 +202,7 @@ void GpuDecoder::sync(const wire::Record& r, const uint8_t* extra) {
 void GpuDecoder::memory(const wire::Record& r, const uint8_t* extra) {
   auto x = load<wire::GpuMemoryExtra>(extra);
   if (x.operation != kMemoryAlloc && x.operation != kMemoryRelease) return;
-  MemoryEvent& m = proc_.memory_events.emplace_back();
+  MemoryEvent& m = memory_.emplace_back();
   m.alloc = x.operation == kMemoryAlloc;
   m.device = r.domain;
   m.memory_kind = x.memory_kind;
@@ -244,36 +243,7 @@ void GpuDecoder::notice(const std::string& text) {
   }
 }
 
-namespace {
-
-// Sorts `v` by `key`, keeping the order of equal keys, and moves each element at most
-// twice, in place: a GpuEvent is ~150 bytes, and a merge sort would move every one of
-// them at each of its levels, through a buffer of half the list.
-template <typename T, typename Key>
-void stable_sort_by(std::vector<T>& v, Key key) {
-  if (std::is_sorted(v.begin(), v.end(), [&](const T& x, const T& y) { return key(x) < key(y); })) return;
-  std::vector<std::pair<int64_t, uint32_t>> keyed(v.size());
-  for (uint32_t i = 0; i < keyed.size(); ++i) keyed[i] = {key(v[i]), i};
-  std::sort(keyed.begin(), keyed.end());  // equal keys stay in index order
-  std::vector<uint32_t> order(keyed.size());
-  for (size_t j = 0; j < keyed.size(); ++j) order[j] = keyed[j].second;
-  keyed = {};
-  apply_order(v, order);
-}
-
-}  // namespace
-
 void GpuDecoder::finish() {
-  std::map<uint32_t, uint32_t> context_device;
-  for (const GpuEvent& g : proc_.gpu_events) {
-    if (g.kind != GpuKind::kSync) context_device.emplace(g.context, g.device);
-  }
-  for (GpuEvent& g : proc_.gpu_events) {
-    auto it = context_device.find(g.context);
-    if (g.kind == GpuKind::kSync && it != context_device.end()) g.device = it->second;
-  }
-  stable_sort_by(proc_.gpu_events, [](const GpuEvent& g) { return g.start_ns; });
-  stable_sort_by(proc_.memory_events, [](const MemoryEvent& m) { return m.ts_ns; });
   std::sort(proc_.devices.begin(), proc_.devices.end(),
             [](const GpuDevice& x, const GpuDevice& y) { return x.id < y.id; });
   std::stable_sort(proc_.profiler_toggles.begin(), proc_.profiler_toggles.end(),

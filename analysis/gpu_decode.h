@@ -1,7 +1,8 @@
 // Decoding of the CUDA/GPU records (wire kinds 34..44: kernels, copies, memsets,
 // syncs, memory, devices, drops, notices, profiler start/stop, unreadable
-// buffers, tracing state) into a Process.
-// API-call records (32, 33) are timeline events and stay with decode.cpp.
+// buffers, tracing state). Kernels, copies, memsets, syncs and memory events come out one
+// record at a time (gpu_events(), memory_events(), emptied by the caller); the rest goes
+// into the Process. API-call records (32, 33) are CPU events, the engine's.
 #pragma once
 
 #include <algorithm>
@@ -33,8 +34,11 @@ class GpuDecoder {
   bool decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
               const Name& name);
 
-  // Sorts what was added, names devices of syncs from the contexts kernels ran in,
-  // and leaves warnings on the process.
+  // The records decode() made, for the caller to take (and clear).
+  std::vector<GpuEvent>& gpu_events() { return gpu_; }
+  std::vector<MemoryEvent>& memory_events() { return memory_; }
+
+  // Sorts the devices and profiler toggles, and leaves warnings on the process.
   void finish();
 
   // Earliest and latest GPU timestamps seen (epoch ns), for the process's span.
@@ -61,6 +65,8 @@ class GpuDecoder {
 
   Process& proc_;
   int64_t offset_;
+  std::vector<GpuEvent> gpu_;
+  std::vector<MemoryEvent> memory_;
   int64_t first_ = std::numeric_limits<int64_t>::max();
   int64_t last_ = std::numeric_limits<int64_t>::min();
   uint64_t short_records_ = 0;

@@ -1,5 +1,5 @@
-// The streamed table's API calls by correlation id (analysis/stream_pass_gpu.cpp): what
-// a GPU record needs of the call that launched it, held for the records read later.
+// The engine's API calls by correlation id (analysis/conn_pass_gpu.cpp): what a GPU
+// record needs of the call that launched it, held for the records read later.
 #pragma once
 
 #include <algorithm>
@@ -7,23 +7,34 @@
 #include <cstdint>
 #include <vector>
 
+#include "analysis/name.h"
+
 namespace torchprof {
 
-// At most this many calls (16 bytes each) are held; a power of two.
-constexpr size_t kMaxLaunches = size_t{1} << 20;
+// At most this many calls (56 bytes each) are held; a power of two.
+constexpr size_t kMaxLaunches = size_t{1} << 18;
 
-// A launching API call as GPU records need it: the innermost range around it and its step.
+// A launching API call as GPU records need it: the ranges around it, its step, its
+// interval and thread (the overview's launch figures, the trace's flow), the External id
+// of the range around it.
 struct Launch {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  Name name;
   int32_t node = -1;
   int32_t step = -1;
+  uint32_t tid = 0;
+  uint32_t enclosing_id = 0;
+  bool kept = true;      // inside the capture range
+  bool runtime = true;   // a runtime API call (else driver)
+  bool flowed = false;   // a GPU record of it was written to a trace (its flow started)
 };
 
 // API calls by correlation id, for the GPU records that name them. CUPTI numbers calls
 // in order, process-wide, so the calls read lately have nearby ids: a table indexed by
 // the id's low bits holds them, doubling whenever two would share a slot; at
 // kMaxLaunches slots the call read last takes the slot instead. A GPU record that names
-// a call pushed out (or a call read after one with a much higher id) sends the capture
-// to the full analysis.
+// a call pushed out counts as one whose call was not recorded.
 class Launches {
  public:
   // False when a call with this id is held already.
@@ -45,9 +56,9 @@ class Launches {
       return true;
     }
   }
-  const Launch* find(uint64_t correlation) const {
+  Launch* find(uint64_t correlation) {
     if (slots_.empty()) return nullptr;
-    const Slot& slot = slots_[correlation & (slots_.size() - 1)];
+    Slot& slot = slots_[correlation & (slots_.size() - 1)];
     return slot.correlation == correlation ? &slot.call : nullptr;
   }
   // Whether a call with this id may have been pushed out.

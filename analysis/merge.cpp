@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "analysis/analysis.h"
 #include "common/errors.h"
@@ -49,6 +50,7 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
   Run merged;
   std::set<std::string> workers;  // worker names taken by earlier inputs
   std::set<std::string> own;      // and by the current one
+  std::unordered_map<std::string, size_t> rows;  // op_row_key -> index in merged.ops
   for (size_t i = 0; i < runs.size(); ++i) {
     Run& run = runs[i];
     const std::string& label = sources[i].label;
@@ -88,8 +90,30 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
       merged.processes.push_back(std::move(p));
     }
     workers.insert(own.begin(), own.end());
+    // Rows by key, in the order of their first use: every row of an earlier input first.
+    for (OpStats& op : run.ops) {
+      auto [it, fresh] = rows.try_emplace(op_row_key(op, op.name), merged.ops.size());
+      if (fresh) {
+        merged.ops.push_back(std::move(op));
+        continue;
+      }
+      OpStats& row = merged.ops[it->second];
+      row.calls += op.calls;
+      row.self_cpu_ns += op.self_cpu_ns;
+      row.cpu_total_ns += op.cpu_total_ns;
+      row.self_cuda_ns += op.self_cuda_ns;
+      row.cuda_total_ns += op.cuda_total_ns;
+    }
+    for (TimelineSlice& s : run.timeline) {
+      s.input = static_cast<int>(i);
+      merged.timeline.push_back(s);
+    }
+    merged.timeline_slices += run.timeline_slices;
+    for (auto& [name, s] : run.stats.ranges) merged.stats.ranges[name].merge(s);
+    for (auto& [name, s] : run.stats.api) merged.stats.api[name].merge(s);
+    for (auto& [key, ns] : run.folded) merged.folded[key] += ns;
+    merged.op_infos.insert(merged.op_infos.end(), run.op_infos.begin(), run.op_infos.end());
   }
-  aggregate_ops(merged);
   for (const OpStats& op : merged.ops) {
     if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) merged.has_gpu = true;
   }

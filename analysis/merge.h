@@ -16,7 +16,8 @@ struct MergeSource {
 
 // Moves the processes of `runs` (each already analysed, in the order of `sources`)
 // into one Run: Process::input names the run each came from, Run::inputs describes
-// the runs, ops are aggregated again over every process, counts and losses add up.
+// the runs, rows of the same key add up (in the order of their first use), counts and
+// losses add up.
 // A worker name that two inputs share gets "_in<N>" appended in the later input so
 // trace file names stay apart. Throws InputError when two inputs hold the same
 // process (same host, pid and start time): the same run given twice.

@@ -7,11 +7,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <array>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "analysis/name.h"
+#include "analysis/series.h"
 
 namespace torchprof {
+
+// [start, end) intervals; sorted and disjoint once merged.
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
 
 enum class EventKind : uint8_t {
   kRange,       // NVTX push/pop or start/end range on a CPU thread
@@ -69,9 +76,9 @@ struct EventTags {
   static const EventTags* intern(const EventTags& tags);
 };
 
-// One timeline event. Names and tags are interned (analysis/name.h, EventTags): a
-// run holds millions of events and only a few thousand distinct names. Fields are
-// ordered to pack: the size of this struct is most of the analysis's memory.
+// One timeline event as the engine hands it to a trace sink when it completes
+// (analysis/engine.h): a range once it ended, a mark, a CUDA API call once it returned.
+// Names and tags are interned (analysis/name.h, EventTags).
 struct Event {
   Name name;
   int64_t start_ns = 0;
@@ -85,7 +92,6 @@ struct Event {
   };
   const EventTags* tags = nullptr;  // nullptr: default domain, no category, no op
   uint32_t tid = 0;          // thread the range started on
-  int32_t parent = -1;       // index of the enclosing event on the same thread
   int32_t step = -1;         // index into Process::steps, -1 outside any step
   EventKind kind = EventKind::kRange;
   uint8_t payload_type = 0;  // wire::PayloadType
@@ -129,15 +135,6 @@ struct Event {
     tags = EventTags::intern(t);
   }
 };
-static_assert(sizeof(Event) <= 64, "Event is most of the analysis's memory: keep it packed");
-
-// GPU time of a range as torch attributes it: Self CUDA = GPU records launched by API
-// calls whose innermost enclosing range is this one; CUDA total adds the children's
-// totals. API calls keep 0, as torch shows cudaLaunchKernel.
-struct CudaTime {
-  int64_t self_ns = 0;
-  int64_t total_ns = 0;
-};
 
 enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
 
@@ -165,12 +162,31 @@ struct GpuEvent {
   uint8_t src_kind = 0;      // CUpti_ActivityMemoryKind
   uint8_t dst_kind = 0;
   uint32_t sync_type = 0;    // CUpti_ActivitySynchronizationType
-  // Filled by analysis: the launching API call (index into Process::events_list, -1
-  // unknown), the range the time is attributed to (its innermost enclosing range, -1
-  // none) and the step (the launching call's, else the one holding start_ns).
-  int32_t api = -1;
-  int32_t range = -1;
+  int32_t step = -1;         // the launching call's step, else the one holding start_ns
+
+  int64_t dur_ns() const { return end_ns - start_ns; }
+};
+
+// What the overview, the utilisation figures and the stats read of a GPU record, kept
+// for every record of a process (the trace sink gets the whole GpuEvent as it comes).
+struct GpuRecord {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t api_start_ns = 0;  // the launching API call's interval, when api_known
+  int64_t api_end_ns = 0;
+  uint64_t bytes = 0;        // memcpy/memset
+  Name name;                 // as GpuEvent::name
+  Name api_name;             // the launching call's name, when api_known
+  uint32_t device = 0;
+  uint32_t stream = 0;
   int32_t step = -1;
+  uint32_t sync_type = 0;
+  GpuKind kind = GpuKind::kKernel;
+  uint8_t copy_kind = 0;
+  uint8_t src_kind = 0;
+  uint8_t dst_kind = 0;
+  bool api_known = false;
+  bool api_runtime = false;  // the launching call is a runtime API call (else driver)
 
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
@@ -188,6 +204,7 @@ struct MemoryEvent {
   uint64_t correlation = 0;
   int64_t live_bytes = 0;    // analysis: bytes allocated on the device after this event
   int32_t step = -1;         // analysis
+  uint32_t tid = 0;          // the thread of the API call that caused it, else 0
 };
 
 // deviceProperties of one GPU, in Kineto's names.
@@ -241,8 +258,10 @@ struct Step {
   int64_t dur_ns = 0;
   StepAction action = StepAction::kRecord;
   int cycle = -1;            // which saved trace holds it, -1 when not recorded
-  int32_t marker = -1;       // index into Process::events_list of the step marker, -1 when
-                             // the whole process is one implicit step
+  bool marker = false;       // made by a step marker (false: the process's one implicit
+                             // step, or a capture window's)
+  uint32_t marker_tid = 0;   // the marker's thread
+  bool marker_is_mark = false;
 };
 
 struct ThreadInfo {
@@ -273,18 +292,19 @@ struct Process {
   std::optional<int> exit_signal;
   int64_t start_ns = 0;       // first event
   int64_t end_ns = 0;         // last event or exit
-  std::vector<ThreadInfo> threads;
-  std::vector<Event> events_list;  // sorted by (tid, start_ns, longer first)
-  // Per event of events_list, filled by attribute_gpu(); empty when the process has no
-  // GPU or memory records (cuda_time() then gives 0). Kept out of Event, which most
-  // processes' events would carry unused.
-  std::vector<CudaTime> cuda_times;
-  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op() points to
+  std::vector<ThreadInfo> threads;  // the main thread first, then by tid
+  uint64_t cpu_events = 0;    // ranges, marks and CUDA API calls recorded
   std::vector<Step> steps;
   std::vector<std::string> warnings;
-  // GPU side (CUPTI). API calls live in events_list (EventKind::kCudaRuntime/kCudaDriver).
-  std::vector<GpuEvent> gpu_events;        // sorted by start_ns
+  // GPU side (CUPTI); API calls are CPU events.
+  std::vector<GpuRecord> gpu_records;      // sorted by start_ns
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
+  // What the overview's step time breakdown needs of the CPU side: the merged intervals
+  // of the CUDA runtime calls, DataLoader ranges and other ranges (step markers aside) of
+  // the recorded steps (analysis/overview.h). Kept to a bounded number of intervals: past
+  // it the shortest gaps are filled, and roles_filled_ns says how much time that added.
+  std::array<Intervals, 3> cpu_roles;
+  int64_t roles_filled_ns = 0;
   std::vector<GpuDevice> devices;          // sorted by id
   std::vector<ProfilerToggle> profiler_toggles;  // in time order
   std::vector<CaptureToggle> capture_toggles;    // on-demand capture switches, in time order
@@ -305,11 +325,6 @@ struct Process {
   uint64_t buffer_refused_after_ns = 0;    // the same, from the process's first event
   uint16_t buffer_refusal = 0;             // wire::BufferRefusal: 1 the cap, 2 the system
   std::string loss_note;                   // why events were lost, in words ("" unknown)
-
-  // `e` is an element of events_list.
-  CudaTime cuda_time(const Event& e) const {
-    return cuda_times.empty() ? CudaTime{} : cuda_times[static_cast<size_t>(&e - events_list.data())];
-  }
 };
 
 struct OpStats {
@@ -357,6 +372,26 @@ inline std::string op_row_key(const OpStats& op, std::string_view name) {
   return key;
 }
 
+// One slice of report.html's timeline: the engine keeps the longest of a run's events
+// and GPU records (Run::timeline), not all of them.
+struct TimelineSlice {
+  int input = 0;          // merged reports: the run it came from
+  int pid = 0;
+  uint8_t track = 0;      // TimelineTrack
+  uint8_t category = 0;   // 0 range, 1 mark, 2 API call, 3 + GpuKind
+  uint32_t id = 0;        // CPU tracks: the thread; GPU tracks: the device
+  uint32_t stream = 0;    // GPU tracks: the stream (~0u: device syncs)
+  Name name;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+};
+enum class TimelineTrack : uint8_t { kCpu = 0, kCudaApi = 1, kGpu = 2 };
+
+// nsys-style summaries (`--stats`, formats/stats.h) by name, of the recorded steps.
+struct RunStats {
+  std::map<std::string, Series> ranges, api, kernels, mem_time, mem_size;
+};
+
 struct Run {
   std::vector<RunInput> inputs; // empty unless several runs were merged into this one
   std::vector<std::string> command;
@@ -375,6 +410,13 @@ struct Run {
   uint64_t cupti_dropped = 0;   // sum over processes
   std::vector<std::string> loss_notes;  // "pid N: <Process::loss_note>", one per process with one
   std::vector<std::string> gpu_notices;  // "pid N: <notice>", one per distinct notice
+  // What the engine kept for report.html, `--stats` and stacks.folded (each only when
+  // asked for: analysis/engine.h).
+  std::vector<TimelineSlice> timeline;   // the longest slices
+  uint64_t timeline_slices = 0;          // slices seen, kept or not
+  RunStats stats;
+  std::map<std::string, int64_t> folded;  // Python stack ';' op name -> self CPU ns
+  std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op() pointed to
 };
 
 }  // namespace torchprof

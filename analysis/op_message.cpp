@@ -181,51 +181,16 @@ std::optional<OpInfo> parse_op_message(std::string_view message, bool require_fi
   return op;
 }
 
-void classify_pytorch_ops(Process& proc) {
-  // Messages repeat (the bootstrap's always, emit_nvtx's without seq and op_id):
-  // one parse and one OpInfo per distinct message (an interned name) and domain.
-  std::unordered_map<Name, const OpInfo*> parsed[2];
-  // A small direct-mapped table in front of the maps answers most events without hashing.
-  struct Cached {
-    const void* id = nullptr;
-    const OpInfo* op = nullptr;
-    Name op_name;  // op->name, interned once
-  };
-  std::array<std::array<Cached, 256>, 2> cache{};
-  const Name ops_domain_name(kPytorchOpsDomain);
-  for (Event& e : proc.events_list) {
-    if (e.kind != EventKind::kRange || e.op() != nullptr) continue;
-    const Name domain = e.domain();
-    const bool ops_domain = domain == ops_domain_name;
-    if (!ops_domain && !domain.empty()) continue;  // emit_nvtx uses the default domain
-    Cached& c = cache[ops_domain][(reinterpret_cast<uintptr_t>(e.name.id()) >> 4) & 255];
-    if (c.id == e.name.id() && c.id != nullptr) {
-      if (c.op != nullptr) {
-        e.set_op(c.op);
-        e.name = c.op_name;
-      }
-      continue;
-    }
-    auto [it, fresh] = parsed[ops_domain].try_emplace(e.name, nullptr);
-    c.id = e.name.id();
-    if (fresh) {
-      std::optional<OpInfo> op = parse_op_message(e.name, /*require_fields=*/!ops_domain);
-      if (!op && ops_domain) {
-        // Malformed but certainly an op: its raw message is its name.
-        op.emplace();
-        op->name = e.name;
-      }
-      if (op) {
-        proc.op_infos.push_back(std::make_shared<const OpInfo>(std::move(*op)));
-        it->second = proc.op_infos.back().get();
-      }
-    }
-    c.op = it->second;
-    if (c.op != nullptr) c.op_name = c.op->name;
-    if (it->second == nullptr) continue;
-    e.set_op(c.op);
-    e.name = c.op_name;
+std::optional<OpInfo> op_of_range(std::string_view message, std::string_view domain_name) {
+  const bool ops_domain = domain_name == kPytorchOpsDomain;
+  if (!ops_domain && !domain_name.empty()) return std::nullopt;  // emit_nvtx uses the default domain
+  std::optional<OpInfo> op = parse_op_message(message, /*require_fields=*/!ops_domain);
+  if (!op && ops_domain) {
+    // Malformed but certainly an op: its raw message is its name.
+    op.emplace();
+    op->name = std::string(message);
   }
+  return op;
 }
 
 }  // namespace torchprof

@@ -31,8 +31,9 @@ constexpr std::string_view kPytorchOpsDomain = "torchprof.ops";
 // message as the range's name. Never throws on any input.
 std::optional<OpInfo> parse_op_message(std::string_view message, bool require_fields = true);
 
-// Turns the process's op ranges into cpu_op events: the name becomes the op name and
-// Event::op holds what the message said. Each distinct message is parsed once.
-void classify_pytorch_ops(Process& proc);
+// What a range with this message in the domain of this name ("" for the default one)
+// is: a PyTorch op (any range of the ops domain; in the default domain, a message with
+// fields), or nothing.
+std::optional<OpInfo> op_of_range(std::string_view message, std::string_view domain_name);
 
 }  // namespace torchprof

@@ -21,7 +21,7 @@ constexpr const char* kPartKeys[kBreakdownParts] = {"kernel", "memcpy", "memset"
 constexpr const char* kPartLabels[kBreakdownParts] = {"Kernel", "Memcpy", "Memset", "CUDA runtime",
                                                       "DataLoader", "CPU exec", "Other"};
 
-bool is_gpu_op(const GpuEvent& g) { return g.kind != GpuKind::kSync; }
+bool is_gpu_op(const GpuRecord& g) { return g.kind != GpuKind::kSync; }
 
 // Length of `merged` (sorted, disjoint) inside [s, e).
 int64_t covered(const Intervals& merged, int64_t s, int64_t e) {
@@ -42,9 +42,8 @@ class Scope {
   }
   const Process& process() const { return p_; }
   bool step(int32_t k) const { return k >= 0 && static_cast<size_t>(k) < counted_.size() && counted_[static_cast<size_t>(k)]; }
-  bool has(const Event& e) const { return step(e.step); }
-  bool has(const GpuEvent& g) const { return step(g.step); }
-  bool op(const GpuEvent& g) const { return is_gpu_op(g) && has(g); }
+  bool has(const GpuRecord& g) const { return step(g.step); }
+  bool op(const GpuRecord& g) const { return is_gpu_op(g) && has(g); }
 
  private:
   const Process& p_;
@@ -56,14 +55,14 @@ class Scope {
 std::vector<std::vector<size_t>> counted_steps(const Run& run) {
   bool any_marked = false;
   for (const Process& p : run.processes) {
-    for (const Step& s : p.steps) any_marked = any_marked || s.marker >= 0;
+    for (const Step& s : p.steps) any_marked = any_marked || s.marker;
   }
   std::vector<std::vector<size_t>> out(run.processes.size());
   for (size_t i = 0; i < run.processes.size(); ++i) {
     const Process& p = run.processes[i];
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
-      if (s.cycle >= 0 && (!any_marked || s.marker >= 0)) out[i].push_back(k);
+      if (s.cycle >= 0 && (!any_marked || s.marker)) out[i].push_back(k);
     }
   }
   return out;
@@ -71,30 +70,22 @@ std::vector<std::vector<size_t>> counted_steps(const Run& run) {
 
 // --- the breakdown -------------------------------------------------------------------
 
-// The busy intervals of each role, merged, in precedence order (other excluded).
+// The busy intervals of each role, merged, in precedence order (other excluded): the GPU
+// records' of the counted steps, and the CPU roles the engine merged over the recorded
+// steps (Process::cpu_roles: the counted steps of a counted process are its recorded ones).
 std::array<Intervals, kPartOther> role_intervals(const Scope& scope) {
   const Process& p = scope.process();
   std::array<Intervals, kPartOther> roles;
-  for (const GpuEvent& g : p.gpu_events) {
+  for (const GpuRecord& g : p.gpu_records) {
     if (!scope.has(g)) continue;
     if (g.kind == GpuKind::kKernel) roles[kPartKernel].emplace_back(g.start_ns, g.end_ns);
     if (g.kind == GpuKind::kMemcpy) roles[kPartMemcpy].emplace_back(g.start_ns, g.end_ns);
     if (g.kind == GpuKind::kMemset) roles[kPartMemset].emplace_back(g.start_ns, g.end_ns);
   }
-  std::vector<bool> marker(p.events_list.size(), false);
-  for (const Step& s : p.steps) {
-    if (s.marker >= 0) marker[static_cast<size_t>(s.marker)] = true;
-  }
-  for (size_t i = 0; i < p.events_list.size(); ++i) {
-    const Event& e = p.events_list[i];
-    if (!scope.has(e)) continue;
-    if (e.kind == EventKind::kCudaRuntime) {
-      roles[kPartRuntime].emplace_back(e.start_ns, e.end_ns);
-    } else if (e.kind == EventKind::kRange && !marker[i]) {
-      roles[is_dataloader_range(e.name.str()) ? kPartDataLoader : kPartCpuExec].emplace_back(e.start_ns, e.end_ns);
-    }
-  }
-  for (Intervals& r : roles) r = merge_intervals(std::move(r));
+  for (int r = kPartKernel; r <= kPartMemset; ++r) roles[r] = merge_intervals(std::move(roles[r]));
+  roles[kPartRuntime] = p.cpu_roles[0];
+  roles[kPartDataLoader] = p.cpu_roles[1];
+  roles[kPartCpuExec] = p.cpu_roles[2];
   return roles;
 }
 
@@ -137,10 +128,7 @@ struct Launch {
   int64_t start = 0;
 };
 
-Launch launch_of(const Process& p, const GpuEvent& g) {
-  if (g.api < 0 || static_cast<size_t>(g.api) >= p.events_list.size()) return {};
-  return {true, p.events_list[static_cast<size_t>(g.api)].start_ns};
-}
+Launch launch_of(const GpuRecord& g) { return {g.api_known, g.api_start_ns}; }
 
 enum class IdleKind { kHost, kKernel, kOther };
 
@@ -162,9 +150,9 @@ void add_idle(IdleSplit& split, IdleKind kind, int64_t ns) {
 std::vector<Block> device_blocks(const Scope& scope, uint32_t device) {
   const Process& p = scope.process();
   std::vector<Block> blocks;
-  for (const GpuEvent& g : p.gpu_events) {  // in start order
+  for (const GpuRecord& g : p.gpu_records) {  // in start order
     if (!scope.op(g) || g.device != device) continue;
-    const Launch l = launch_of(p, g);
+    const Launch l = launch_of(g);
     if (blocks.empty() || g.start_ns > blocks.back().end) {
       blocks.push_back({g.start_ns, g.end_ns, l.known, l.start});
       continue;
@@ -205,8 +193,8 @@ IdleSplit idle_in(const std::vector<Block>& blocks, int64_t s, int64_t e, int64_
 // HTA's per-stream split over the recorded steps' ops of one device.
 std::vector<StreamIdle> stream_idle(const Scope& scope, uint32_t device, int64_t kernel_wait_ns) {
   const Process& p = scope.process();
-  std::map<uint32_t, std::vector<const GpuEvent*>> by_stream;
-  for (const GpuEvent& g : p.gpu_events) {
+  std::map<uint32_t, std::vector<const GpuRecord*>> by_stream;
+  for (const GpuRecord& g : p.gpu_records) {
     if (scope.op(g) && g.device == device) by_stream[g.stream].push_back(&g);
   }
   std::vector<StreamIdle> out;
@@ -217,7 +205,7 @@ std::vector<StreamIdle> stream_idle(const Scope& scope, uint32_t device, int64_t
     for (size_t i = 1; i < ops.size(); ++i) {
       const int64_t prev_end = ops[i - 1]->end_ns;
       const int64_t gap = ops[i]->start_ns - prev_end;
-      const Launch l = launch_of(p, *ops[i]);
+      const Launch l = launch_of(*ops[i]);
       IdleKind kind = IdleKind::kOther;
       if (l.known && l.start > prev_end) {
         kind = IdleKind::kHost;
@@ -234,7 +222,7 @@ void add_devices(const Scope& scope, const Intervals& windows, size_t first_step
                  std::vector<DeviceOverview>& out) {
   const Process& p = scope.process();
   std::map<uint32_t, Intervals> kernels;
-  for (const GpuEvent& g : p.gpu_events) {
+  for (const GpuRecord& g : p.gpu_records) {
     if (!scope.op(g)) continue;
     Intervals& k = kernels[g.device];
     if (g.kind == GpuKind::kKernel) k.emplace_back(g.start_ns, g.end_ns);
@@ -291,7 +279,7 @@ struct LaunchSamples {
 
 void add_launches(const Scope& scope, const OverviewThresholds& t, LaunchStats& s, LaunchSamples& samples) {
   const Process& p = scope.process();
-  for (const GpuEvent& g : p.gpu_events) {
+  for (const GpuRecord& g : p.gpu_records) {
     if (g.kind != GpuKind::kKernel || !scope.has(g)) continue;
     ++s.kernels;
     s.kernel_ns += g.dur_ns();
@@ -300,14 +288,14 @@ void add_launches(const Scope& scope, const OverviewThresholds& t, LaunchStats& 
       ++s.short_kernels;
       s.short_kernel_ns += g.dur_ns();
     }
-    if (g.api < 0) continue;
-    const Event& api = p.events_list[static_cast<size_t>(g.api)];
+    if (!g.api_known) continue;
+    const int64_t api_dur = g.api_end_ns - g.api_start_ns;
     ++s.launched;
-    const int64_t delay = g.start_ns - api.end_ns;
-    samples.launch.push_back(api.dur_ns());
+    const int64_t delay = g.start_ns - g.api_end_ns;
+    samples.launch.push_back(api_dur);
     samples.delay.push_back(delay);
-    if (g.dur_ns() < api.dur_ns()) ++s.shorter_than_launch;
-    if (api.dur_ns() > t.launch_outlier_ns) ++s.launch_outliers;
+    if (g.dur_ns() < api_dur) ++s.shorter_than_launch;
+    if (api_dur > t.launch_outlier_ns) ++s.launch_outliers;
     if (delay > t.delay_outlier_ns) ++s.delay_outliers;
   }
 }
@@ -322,7 +310,7 @@ const char* direction_of(uint8_t copy_kind) {
 constexpr uint8_t kMemoryKindPageable = 1;  // CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE
 
 void add_copies(const Scope& scope, std::map<std::string, CopyStats>& copies) {
-  for (const GpuEvent& g : scope.process().gpu_events) {
+  for (const GpuRecord& g : scope.process().gpu_records) {
     if (g.kind != GpuKind::kMemcpy || !scope.has(g)) continue;
     CopyStats& c = copies[g.name.str()];
     c.name = g.name.str();
@@ -344,10 +332,9 @@ const char* sync_type_name(uint32_t type) {
 
 void add_syncs(const Scope& scope, std::map<std::string, SyncStats>& syncs, Overview& o) {
   const Process& p = scope.process();
-  for (const GpuEvent& g : p.gpu_events) {
+  for (const GpuRecord& g : p.gpu_records) {
     if (g.kind != GpuKind::kSync || !scope.has(g)) continue;
-    const std::string name = g.api >= 0 ? p.events_list[static_cast<size_t>(g.api)].name.str()
-                                        : std::string(sync_type_name(g.sync_type));
+    const std::string name = g.api_known ? g.api_name.str() : std::string(sync_type_name(g.sync_type));
     SyncStats& s = syncs[name];
     s.name = name;
     ++s.calls;
@@ -423,18 +410,16 @@ std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& p, const s
   const Scope scope(p, ks);
   // Each step's GPU work: what the CUDA runtime calls wholly inside its host interval launched.
   std::vector<int64_t> dev_min(host.size(), kPlusInf), dev_max(host.size(), kMinusInf);
-  std::vector<bool> matched(p.gpu_events.size(), false);
+  std::vector<bool> matched(p.gpu_records.size(), false);
   bool any = false;
-  for (size_t i = 0; i < p.gpu_events.size(); ++i) {
-    const GpuEvent& g = p.gpu_events[i];
-    if (!scope.op(g) || g.api < 0) continue;
-    const Event& api = p.events_list[static_cast<size_t>(g.api)];
-    if (api.kind != EventKind::kCudaRuntime) continue;
-    auto after = std::upper_bound(host.begin(), host.end(), api.start_ns,
+  for (size_t i = 0; i < p.gpu_records.size(); ++i) {
+    const GpuRecord& g = p.gpu_records[i];
+    if (!scope.op(g) || !g.api_known || !g.api_runtime) continue;
+    auto after = std::upper_bound(host.begin(), host.end(), g.api_start_ns,
                                   [](int64_t t, const std::pair<int64_t, int64_t>& h) { return t < h.first; });
     if (after == host.begin()) continue;
     const auto j = static_cast<size_t>(after - host.begin() - 1);
-    if (api.end_ns > host[j].second) continue;
+    if (g.api_end_ns > host[j].second) continue;
     dev_min[j] = std::min(dev_min[j], g.start_ns);
     dev_max[j] = std::max(dev_max[j], g.end_ns);
     matched[i] = any = true;
@@ -443,8 +428,8 @@ std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& p, const s
   int64_t prev_end = host[0].first;
   if (dev_min[0] != kPlusInf) {
     // GPU work launched outside any step that ends before the first step's own.
-    for (size_t i = 0; i < p.gpu_events.size(); ++i) {
-      const GpuEvent& g = p.gpu_events[i];
+    for (size_t i = 0; i < p.gpu_records.size(); ++i) {
+      const GpuRecord& g = p.gpu_records[i];
       if (scope.op(g) && !matched[i] && g.end_ns < dev_min[0]) prev_end = std::max(prev_end, g.end_ns);
     }
   }
@@ -471,6 +456,7 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
   for (size_t i = 0; i < run.processes.size(); ++i) {
     const Process& p = run.processes[i];
     if (counted[i].empty()) continue;
+    o.cpu_gaps_filled_ns += p.roles_filled_ns;
     const Scope scope(p, counted[i]);
     const Intervals windows = widened_steps(p, counted[i]);
     const size_t first_step = o.steps.size();

@@ -155,6 +155,10 @@ struct Overview {
   std::vector<StepBreakdown> steps;   // counted steps of every counted process
   std::array<int64_t, kBreakdownParts> total{};  // sums over `steps`
   int64_t total_ns = 0;
+  // The gaps between CPU intervals the engine filled to keep them bounded
+  // (Process::roles_filled_ns of the counted processes): at most this much of "other"
+  // may show as CUDA runtime, DataLoader or CPU exec. 0 when nothing was filled.
+  int64_t cpu_gaps_filled_ns = 0;
   std::vector<DeviceOverview> devices;
   LaunchStats launches;
   std::vector<CopyStats> copies;
@@ -172,7 +176,6 @@ struct Overview {
 Overview compute_overview(const Run& run, const OverviewThresholds& thresholds = {});
 
 // Pieces, exposed for tests.
-using Intervals = std::vector<std::pair<int64_t, int64_t>>;  // [start, end), sorted, disjoint once merged
 Intervals merge_intervals(Intervals v);
 Intervals intersect_intervals(const Intervals& a, const Intervals& b);
 Intervals subtract_intervals(const Intervals& a, const Intervals& b);

@@ -1,6 +1,5 @@
-// Start/end ranges paired by their range id as a capture is read: decode's pairing,
-// shared by the full analysis (analysis/decode.cpp) and the streamed table
-// (analysis/stream_pass_start_end.cpp) so that both pair the same starts with the same ends.
+// Start/end ranges paired by their range id as a capture is read (analysis/process_scan.cpp):
+// a start takes the end of its id read before it, or waits for the next one.
 #pragma once
 
 #include <cstdint>

@@ -36,12 +36,12 @@ struct RowSteps {
 bool fill_row(const std::vector<const Process*>& procs, RowSteps& out) {
   bool marked = false;
   for (const Process* p : procs) {
-    for (const Step& s : p->steps) marked = marked || (s.marker >= 0 && recorded(s.action));
+    for (const Step& s : p->steps) marked = marked || (s.marker && recorded(s.action));
   }
   for (const Process* p : procs) {
     bool used = false;
     for (const Step& s : p->steps) {
-      if (!recorded(s.action) || (marked && s.marker < 0)) continue;
+      if (!recorded(s.action) || (marked && !s.marker)) continue;
       out.durations.push_back(s.dur_ns);
       int64_t& longest = out.by_index.try_emplace(s.index, s.dur_ns).first->second;
       longest = std::max(longest, s.dur_ns);

@@ -52,17 +52,6 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_flag("--group-by-input-shape", options.group_by_input_shape,
                "One table row per (operator, input shapes), with an Input Shapes column "
                "(run: implies --record-shapes)");
-  app.add_option_function<std::string>(
-      "--max-analysis-memory",
-      [&options](const std::string& text) {
-        const std::optional<Quantity> q = parse_quantity(text);
-        if (!q || (q->unit != Unit::kBytes && !(q->unit == Unit::kNone && q->value == 0)) || q->value < 0) {
-          throw CLI::ValidationError("--max-analysis-memory", text + ": not a size such as 8GB, 512MB or 0");
-        }
-        options.max_analysis_bytes = static_cast<int64_t>(q->value);
-      },
-      "When the full analysis of the capture would need more memory than this (estimated "
-      "from its records), make only the table, streamed (default: the memory available; 0 = no limit)");
   app.add_flag("--stats", options.stats,
                "Also print nsys-style summaries of kernels, CUDA API calls and memory "
                "operations (written to stats.txt)");

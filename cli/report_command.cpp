@@ -31,13 +31,6 @@ int report_one(const ReportOptions& options, OutputOptions out) {
   if (ec) throw InputError("cannot create " + out.out_dir + ": " + ec.message());
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
-  if (out.table_only && result.streamed) log().debug("table streamed from {}", capture);
-  if (!result.only_table_because.empty()) {
-    log().warn("{}: made only the table: {}", capture, result.only_table_because);
-  }
-  if (out.table_only && !result.streamed) {
-    log().info("table made by the full analysis: {}", result.not_streamed_because);
-  }
   log().debug("results in {}", result.out_dir);
   return 0;
 }
@@ -110,8 +103,7 @@ CommandAction setup_report_command(CLI::App& app, const CommandLine& /*line*/) {
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
   app.add_flag("--table-only", options->output.table_only,
-               "Print and write only the table (table.txt), read in one streamed pass whose memory "
-               "does not grow with the capture (NVTX push/pop captures; others are analysed whole)");
+               "Print and write only the table (table.txt): the analysis feeds nothing else");
   app.add_option("--straggler-threshold", options->straggler_threshold,
                  "Several inputs: a rank whose mean step time is more than this many percent "
                  "above the median rank's is flagged as a straggler")

@@ -156,14 +156,7 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
   try {
     const OutputResult result = write_outputs(capture, out, std::cerr);
     if (result.truncated) log().warn("the capture ended early; reported what it holds");
-    if (out.table_only && !result.streamed) {
-      log().info("table made by the full analysis: {}", result.not_streamed_because);
-    }
-    if (!result.only_table_because.empty()) {
-      log().warn("made only the table: {}; `torchprof report {}` on a machine with more memory makes the rest",
-                 result.only_table_because, dir);
-    }
-    if (!out.table_only && result.only_table_because.empty()) {  // the step summary reads summary.json
+    if (!out.table_only) {  // the step summary reads summary.json
       const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
       if (!summary_error.empty()) log().warn("{}", summary_error);
     }
@@ -218,8 +211,8 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
                  "Worker name of every process's traces instead of <host>_<pid>");
   app.add_flag("--gzip", options->output.gzip, "Write traces as .pt.trace.json.gz");
   app.add_flag("--table-only", options->output.table_only,
-               "When the program ends, make only the table (table.txt), read in one streamed pass whose "
-               "memory does not grow with the capture; `torchprof report` makes the rest later");
+               "When the program ends, make only the table (table.txt); `torchprof report` makes the "
+               "rest later");
   app.add_flag("--paused", options->paused,
                "Start with recording off: `torchprof start|stop|trigger DIR` from another shell "
                "switches it (see man torchprof-run)");

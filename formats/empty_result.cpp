@@ -48,7 +48,7 @@ std::string what_was_seen(const Run& run) {
   std::string text = program + " ran for " + seconds_text(run.end_ns - run.start_ns) + " (exit code " +
                      std::to_string(run.exit_code) + ")";
   uint64_t events = 0;
-  for (const Process& p : run.processes) events += p.events_list.size();
+  for (const Process& p : run.processes) events += p.cpu_events;
   if (run.processes.empty()) {
     return text + "; none of its processes made an NVTX range, a CUDA call or a PyTorch op";
   }
@@ -59,7 +59,7 @@ std::string what_was_seen(const Run& run) {
 size_t most_steps(const Run& run) {
   size_t steps = 0;
   for (const Process& p : run.processes) {
-    const bool marked = std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return s.marker >= 0; });
+    const bool marked = std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return s.marker; });
     if (marked) steps = std::max(steps, p.steps.size());
   }
   return steps;

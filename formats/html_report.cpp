@@ -151,43 +151,53 @@ uint64_t main_first(const Process& p, uint32_t tid) {
   return (uint64_t{1} << 32) | tid;
 }
 
-void add_cpu_events(const Process& p, Timeline& tl) {
-  // Track of (thread, API or not): events come thread by thread, so the last one
-  // found is nearly always the one wanted.
-  uint64_t last_key = ~uint64_t{0};
-  uint32_t last_track = 0;
-  for (const Event& e : p.events_list) {
-    const bool api = is_cuda_api(e.kind);
-    const TrackKind kind = api ? TrackKind::kCudaApi : TrackKind::kCpu;
-    const uint64_t key = (uint64_t{e.tid} << 1) | (api ? 1 : 0);
-    if (key != last_key) {
-      last_key = key;
-      last_track = tl.track(p, kind, main_first(p, e.tid), [&] {
-        return process_label(p) + " " + thread_label(p, e.tid) + (api ? " CUDA API" : "");
-      });
-    }
-    const uint8_t category = api ? 2 : e.kind == EventKind::kMark ? 1 : 0;
-    tl.add({last_track, tl.name(e.name), 0, category, e.start_ns, std::max<int64_t>(0, e.dur_ns())});
+// The engine's longest slices as tracks: each process's threads (its CPU rows and their
+// CUDA API rows, a thread's in the order its first slices come), the processes in the
+// run's order, then their GPU streams; tracks and names are numbered in the order of the
+// slices by time within each, whatever the order the capture was read in.
+void add_slices(const Run& run, Timeline& tl) {
+  std::unordered_map<uint64_t, size_t> process_index;  // (input << 32 | pid) -> place in the run
+  for (size_t i = 0; i < run.processes.size(); ++i) {
+    const Process& p = run.processes[i];
+    process_index.emplace((uint64_t{static_cast<uint32_t>(p.input)} << 32) | static_cast<uint32_t>(p.pid), i);
   }
-}
-
-void add_gpu_events(const Process& p, Timeline& tl) {
-  for (const GpuEvent& g : p.gpu_events) {
-    const uint64_t id = (uint64_t{g.device} << 32) | g.stream;
-    const uint32_t track = tl.track(p, TrackKind::kGpu, id, [&] {
-      const std::string where = process_label(p) + " GPU " + std::to_string(g.device);
-      return g.stream == ~0u ? where + " device syncs" : where + " stream " + std::to_string(g.stream);
+  struct Keyed {
+    std::tuple<int, size_t, uint32_t, int64_t, int64_t> key;  // GPU section, process, thread, start, -dur
+    const TimelineSlice* slice;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(run.timeline.size());
+  for (const TimelineSlice& s : run.timeline) {
+    auto it = process_index.find((uint64_t{static_cast<uint32_t>(s.input)} << 32) | static_cast<uint32_t>(s.pid));
+    if (it == process_index.end()) continue;
+    const bool gpu = static_cast<TrackKind>(s.track) == TrackKind::kGpu;
+    keyed.push_back({{gpu ? 1 : 0, it->second, gpu ? 0 : s.id, s.start_ns, -s.dur_ns}, &s});
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    if (a.key != b.key) return a.key < b.key;
+    return std::tie(a.slice->track, a.slice->name.str()) < std::tie(b.slice->track, b.slice->name.str());
+  });
+  for (const Keyed& k : keyed) {
+    const TimelineSlice& s = *k.slice;
+    const Process& p = run.processes[std::get<1>(k.key)];
+    const auto kind = static_cast<TrackKind>(s.track);
+    const uint64_t id = kind == TrackKind::kGpu ? (uint64_t{s.id} << 32) | s.stream : main_first(p, s.id);
+    const uint32_t track = tl.track(p, kind, id, [&] {
+      if (kind == TrackKind::kGpu) {
+        const std::string where = process_label(p) + " GPU " + std::to_string(s.id);
+        return s.stream == ~0u ? where + " device syncs" : where + " stream " + std::to_string(s.stream);
+      }
+      return process_label(p) + " " + thread_label(p, s.id) + (kind == TrackKind::kCudaApi ? " CUDA API" : "");
     });
-    const uint8_t category = static_cast<uint8_t>(3 + static_cast<int>(g.kind));
-    tl.add({track, tl.name(g.name), 0, category, g.start_ns, std::max<int64_t>(0, g.end_ns - g.start_ns)});
+    tl.add({track, tl.name(s.name), 0, s.category, s.start_ns, s.dur_ns});
   }
 }
 
 int64_t time_base(const Run& run) {
   int64_t base = run.start_ns > 0 ? run.start_ns : std::numeric_limits<int64_t>::max();
   for (const Process& p : run.processes) {
-    for (const Event& e : p.events_list) base = std::min(base, e.start_ns);
-    if (!p.gpu_events.empty()) base = std::min(base, p.gpu_events.front().start_ns);
+    if (p.start_ns != 0) base = std::min(base, p.start_ns);
+    if (!p.gpu_records.empty()) base = std::min(base, p.gpu_records.front().start_ns);
     if (!p.memory_events.empty()) base = std::min(base, p.memory_events.front().ts_ns);
     for (const Step& s : p.steps) base = std::min(base, s.start_ns);
   }
@@ -265,14 +275,14 @@ Json capture_windows_json(const Run& run, int64_t base) {
 Json gpu_steps_json(const Run& run) {
   Json out = Json::array();
   for (const Process& p : run.processes) {
-    if (p.gpu_events.empty()) continue;
-    const std::vector<std::vector<const GpuEvent*>> by_step = gpu_records_per_step(p);
+    if (p.gpu_records.empty()) continue;
+    const std::vector<std::vector<const GpuRecord*>> by_step = gpu_records_per_step(p);
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
       std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> kernels;
       std::map<uint32_t, std::pair<int64_t, int64_t>> window;
-      for (const GpuEvent* record : by_step[k]) {
-        const GpuEvent& g = *record;
+      for (const GpuRecord* record : by_step[k]) {
+        const GpuRecord& g = *record;
         if (g.kind == GpuKind::kSync) continue;
         auto [it, fresh] = window.try_emplace(g.device, s.start_ns, s.start_ns + s.dur_ns);
         it->second.first = std::min(it->second.first, g.start_ns);
@@ -411,8 +421,8 @@ Json process_json(const Process& p, int64_t base) {
   return {{"pid", p.pid}, {"ppid", p.ppid}, {"exe", p.exe}, {"cmdline", p.cmdline}, {"exec_from", std::move(earlier)},
           {"worker", p.worker}, {"input", p.input}, {"exit_code", or_null(p.exit_code)},
           {"exit_signal", or_null(p.exit_signal)}, {"start", p.start_ns > 0 ? p.start_ns - base : 0},
-          {"dur", std::max<int64_t>(0, p.end_ns - p.start_ns)}, {"events", p.events_list.size()},
-          {"dropped", p.dropped}, {"threads", p.threads.size()}, {"gpu_events", p.gpu_events.size()},
+          {"dur", std::max<int64_t>(0, p.end_ns - p.start_ns)}, {"events", p.cpu_events},
+          {"dropped", p.dropped}, {"threads", p.threads.size()}, {"gpu_events", p.gpu_records.size()},
           {"steps", p.steps.size()}};
 }
 
@@ -422,7 +432,7 @@ Json left_out_json(const Run& run, size_t omitted) {
   size_t steps = 0, waited = 0, warmup = 0;
   for (const Process& p : run.processes) {
     for (const Step& s : p.steps) {
-      if (s.marker < 0) continue;
+      if (!s.marker) continue;
       ++steps;
       if (s.action == StepAction::kNone) ++waited;
       if (s.action == StepAction::kWarmup) ++warmup;
@@ -449,8 +459,8 @@ Json meta_json(const Run& run, int64_t base) {
   uint64_t events = 0, gpu = 0;
   Json processes = Json::array();
   for (const Process& p : run.processes) {
-    events += p.events_list.size();
-    gpu += p.gpu_events.size();
+    events += p.cpu_events;
+    gpu += p.gpu_records.size();
     processes.push_back(process_json(p, base));
   }
   const int64_t end = run.end_ns > base ? run.end_ns - base : 0;
@@ -485,12 +495,10 @@ std::string escape_html(std::string_view s) {
 std::string render_html_report_data(const Run& run, const TableRows& rows, const HtmlReportOptions& options) {
   const int64_t base = time_base(run);
   Timeline tl(options.max_events);
-  size_t slices = 0;
-  for (const Process& p : run.processes) slices += p.events_list.size() + p.gpu_events.size();
-  tl.reserve(slices);  // one allocation, not a doubling vector's copies
-  for (const Process& p : run.processes) add_cpu_events(p, tl);
-  for (const Process& p : run.processes) add_gpu_events(p, tl);
-  const size_t omitted = tl.finish();
+  tl.reserve(run.timeline.size());
+  add_slices(run, tl);
+  // The engine kept only the longest slices: those it left out are omitted too.
+  const size_t omitted = tl.finish() + static_cast<size_t>(run.timeline_slices - std::min<uint64_t>(run.timeline_slices, run.timeline.size()));
 
   std::string out = "{\"schema\":\"torchprof.report/1\"";
   append_member(out, "meta", meta_json(run, base));

@@ -41,8 +41,12 @@ Json breakdown_json(const Overview& o) {
   }
   Json parts = Json::array();
   for (int r = 0; r < kBreakdownParts; ++r) parts.push_back(breakdown_part_key(r));
-  return {{"parts", std::move(parts)}, {"steps", std::move(steps)}, {"total", std::move(total)},
-          {"avg", std::move(avg)}, {"pct", std::move(pct)}};
+  Json out = {{"parts", std::move(parts)}, {"steps", std::move(steps)}, {"total", std::move(total)},
+              {"avg", std::move(avg)}, {"pct", std::move(pct)}};
+  // Only when the CPU intervals outgrew what the engine keeps (analysis/interval_set.h):
+  // the time their filled gaps may have moved from "other" into the CPU parts.
+  if (o.cpu_gaps_filled_ns > 0) out["cpu_gaps_filled_ns"] = o.cpu_gaps_filled_ns;
+  return out;
 }
 
 Json device_json(const Overview& o, const DeviceOverview& d) {

@@ -35,31 +35,11 @@ std::string grouped_fixed(double v, int decimals) {
   return grouped(static_cast<int64_t>(whole)) + f.substr(f.find('.'));
 }
 
-struct Series {
-  std::vector<double> values;
-  double total() const {
-    double t = 0;
-    for (double v : values) t += v;
-    return t;
-  }
-};
-
 struct Summary {
   double total, avg, med, min, max, stddev;
 };
 
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Summary s{0, 0, 0, v.front(), v.back(), 0};
-  for (double x : v) s.total += x;
-  const double n = static_cast<double>(v.size());
-  s.avg = s.total / n;
-  s.med = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  double sq = 0;
-  for (double x : v) sq += (x - s.avg) * (x - s.avg);
-  s.stddev = v.size() > 1 ? std::sqrt(sq / (n - 1)) : 0.0;  // sample stddev, as nsys
-  return s;
-}
+Summary summarize(const Series& v) { return {v.total(), v.mean(), v.median(), v.min(), v.max(), v.stddev()}; }
 
 void print_table(std::ostream& out, const std::vector<std::string>& headers,
                  const std::vector<std::vector<std::string>>& rows) {
@@ -95,12 +75,12 @@ void time_report(std::ostream& out, const std::string& title, const std::map<std
   double grand = 0;
   for (const auto& [name, s] : series) grand += s.total();
   std::vector<std::pair<std::string, Summary>> sums;
-  for (const auto& [name, s] : series) sums.emplace_back(name, summarize(s.values));
+  for (const auto& [name, s] : series) sums.emplace_back(name, summarize(s));
   std::stable_sort(sums.begin(), sums.end(), [](const auto& x, const auto& y) { return x.second.total > y.second.total; });
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, s] : sums) {
     rows.push_back({grouped_fixed(grand > 0 ? s.total * 100.0 / grand : 0.0, 1),
-                    grouped(static_cast<int64_t>(s.total)), grouped(static_cast<int64_t>(series.at(name).values.size())),
+                    grouped(static_cast<int64_t>(s.total)), grouped(static_cast<int64_t>(series.at(name).count())),
                     grouped_fixed(s.avg, 1), grouped_fixed(s.med, 1), grouped(static_cast<int64_t>(s.min)),
                     grouped(static_cast<int64_t>(s.max)), grouped_fixed(s.stddev, 1), name});
   }
@@ -113,12 +93,12 @@ void time_report(std::ostream& out, const std::string& title, const std::map<std
 void size_report(std::ostream& out, const std::map<std::string, Series>& series) {
   if (series.empty()) return;
   std::vector<std::pair<std::string, Summary>> sums;
-  for (const auto& [name, s] : series) sums.emplace_back(name, summarize(s.values));
+  for (const auto& [name, s] : series) sums.emplace_back(name, summarize(s));
   std::stable_sort(sums.begin(), sums.end(), [](const auto& x, const auto& y) { return x.second.total > y.second.total; });
   auto mb = [](double bytes) { return grouped_fixed(bytes / 1e6, 3); };
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, s] : sums) {
-    rows.push_back({mb(s.total), grouped(static_cast<int64_t>(series.at(name).values.size())), mb(s.avg), mb(s.med),
+    rows.push_back({mb(s.total), grouped(static_cast<int64_t>(series.at(name).count())), mb(s.avg), mb(s.med),
                     mb(s.min), mb(s.max), mb(s.stddev), name});
   }
   out << "CUDA GPU MemOps Summary (by Size) (cuda_gpu_mem_size_sum):\n\n";
@@ -127,7 +107,7 @@ void size_report(std::ostream& out, const std::map<std::string, Series>& series)
 }
 
 // nsys's operation names for copies and memsets.
-std::string mem_operation(const GpuEvent& g) {
+std::string mem_operation(const GpuRecord& g) {
   if (g.kind == GpuKind::kMemset) return "[CUDA memset]";
   switch (g.copy_kind) {
     case 1: return "[CUDA memcpy Host-to-Device]";  // CUPTI_ACTIVITY_MEMCPY_KIND_HTOD
@@ -142,26 +122,21 @@ std::string mem_operation(const GpuEvent& g) {
 }  // namespace
 
 void render_stats(const Run& run, std::ostream& out) {
-  std::map<std::string, Series> ranges, api, kernels, mem_time, mem_size;
+  std::map<std::string, Series> kernels, mem_time, mem_size;
   for (const Process& p : run.processes) {
-    for (const Event& e : p.events_list) {
-      if (e.kind == EventKind::kMark || !recorded(p, e.step)) continue;
-      auto& target = e.kind == EventKind::kRange ? ranges : api;
-      target[e.name].values.push_back(static_cast<double>(e.dur_ns()));
-    }
-    for (const GpuEvent& g : p.gpu_events) {
+    for (const GpuRecord& g : p.gpu_records) {
       if (g.kind == GpuKind::kSync || !recorded(p, g.step)) continue;
       const auto dur = static_cast<double>(g.dur_ns());
       if (g.kind == GpuKind::kKernel) {
-        kernels[g.name].values.push_back(dur);
+        kernels[g.name].add(dur);
         continue;
       }
-      mem_time[mem_operation(g)].values.push_back(dur);
-      mem_size[mem_operation(g)].values.push_back(static_cast<double>(g.bytes));
+      mem_time[mem_operation(g)].add(dur);
+      mem_size[mem_operation(g)].add(static_cast<double>(g.bytes));
     }
   }
-  time_report(out, "NVTX Range Summary (nvtx_sum)", ranges, "Range");
-  time_report(out, "CUDA API Summary (cuda_api_sum)", api, "Name");
+  time_report(out, "NVTX Range Summary (nvtx_sum)", run.stats.ranges, "Range");
+  time_report(out, "CUDA API Summary (cuda_api_sum)", run.stats.api, "Name");
   time_report(out, "CUDA GPU Kernel Summary (cuda_gpu_kern_sum)", kernels, "Name");
   time_report(out, "CUDA GPU MemOps Summary (by Time) (cuda_gpu_mem_time_sum)", mem_time, "Operation");
   size_report(out, mem_size);

@@ -40,7 +40,7 @@ Json process_json(const Process& p) {
           {"rank", optional_value(p.rank)},
           {"local_rank", optional_value(p.local_rank)},
           {"world_size", optional_value(p.world_size)},
-          {"events", p.events_list.size()},
+          {"events", p.cpu_events},
           {"dropped", p.dropped},
           {"exit_code", optional_value(p.exit_code)},
           {"exit_signal", optional_value(p.exit_signal)},
@@ -166,7 +166,7 @@ Json memcpy_json(const Run& run) {
   };
   std::map<std::string, Copy> copies;
   for (const Process& p : run.processes) {
-    for (const GpuEvent& g : p.gpu_events) {
+    for (const GpuRecord& g : p.gpu_records) {
       if ((g.kind != GpuKind::kMemcpy && g.kind != GpuKind::kMemset) || !in_recorded_step(p, g)) continue;
       Copy& c = copies[g.name];
       ++c.calls;
@@ -191,7 +191,7 @@ Json gpu_json(const Run& run) {
   int64_t busy = 0;
   int64_t idle = 0;
   for (const Process& p : run.processes) {
-    for (const DeviceUsage& u : device_usage(p, [&](const GpuEvent& g) { return in_recorded_step(p, g); })) {
+    for (const DeviceUsage& u : device_usage(p, [&](const GpuRecord& g) { return in_recorded_step(p, g); })) {
       busy += u.busy_ns;
       idle += u.idle_ns;
       devices.push_back(device_json(p, u));

@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "analysis/analysis.h"
-#include "analysis/decode.h"
+#include "analysis/engine.h"
 #include "common/errors.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"
@@ -113,8 +113,7 @@ bool looks_like_json(const fs::path& path) {
 }
 
 RunData analyse_capture(const fs::path& capture, const std::string& source) {
-  Run run = decode_capture_file(capture.string());
-  analyse(run, AnalysisOptions{});
+  const Run run = analyse_capture_file(capture.string(), AnalysisOptions{});
   return parse_summary(render_summary_json(run), source);
 }
 

@@ -9,15 +9,14 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "analysis/analysis.h"
-#include "reading/capture_reader.h"
-#include "reading/capture_scan.h"
-#include "analysis/decode.h"
+#include "analysis/engine.h"
 #include "analysis/overview.h"
 #include "analysis/rank_steps.h"
-#include "analysis/stream_table.h"
 #include "formats/advice.h"
 #include "formats/empty_result.h"
 #include "formats/folded_stacks.h"
@@ -40,7 +39,7 @@ constexpr uintmax_t kProgressMinBytes = 50u << 20;
 
 // A "\r"-updated line on stderr while a large capture decodes, only on a terminal.
 // Returns an empty callback when there is to be none.
-DecodeProgress progress_line(const std::string& path, const OutputOptions& options) {
+std::function<void(uint64_t, uint64_t)> progress_line(const std::string& path, const OutputOptions& options) {
   std::error_code ec;
   const uintmax_t size = fs::file_size(path, ec);
   if (options.quiet || ec || size < kProgressMinBytes || !::isatty(STDERR_FILENO)) return {};
@@ -76,10 +75,21 @@ AnalysisOptions analysis_options(const OutputOptions& options, std::vector<std::
   return analysis;
 }
 
-Run decode_run(const std::string& capture, const OutputOptions& options) {
-  const DecodeProgress progress = progress_line(capture, options);
-  Run run = decode_capture_file(capture, progress);
-  if (progress) std::cerr << "\r\033[K" << std::flush;  // the line is gone once decoding is done
+// The engine's outputs for the whole report; traces into `traces` when it is given.
+EngineOutputs report_outputs(const std::string& capture, const OutputOptions& options, KinetoTraces* traces) {
+  EngineOutputs eo;
+  eo.records = true;
+  eo.timeline = HtmlReportOptions{}.max_events;
+  eo.stats = options.stats;
+  eo.folded = true;
+  if (traces != nullptr) eo.traces = traces->factory();
+  eo.progress = progress_line(capture, options);
+  return eo;
+}
+
+Run analyse_run(const std::string& capture, const AnalysisOptions& analysis, const EngineOutputs& eo) {
+  Run run = analyse_capture_file(capture, analysis, eo);
+  if (eo.progress) std::cerr << "\r\033[K" << std::flush;  // the line is gone once decoding is done
   return run;
 }
 
@@ -88,6 +98,16 @@ void rename_workers(Run& run, const std::string& worker_name) {
   std::vector<std::string> workers;
   for (const Process& p : run.processes) workers.push_back(trace_worker_name(run, p, worker_name));
   for (size_t i = 0; i < workers.size(); ++i) run.processes[i].worker = workers[i];
+}
+
+// The worker each trace file of `run` is named after, once workers are final.
+KinetoTraces::WorkerOf final_workers(const Run& run, int input) {
+  return [&run, input](const TraceFile& f) {
+    for (const Process& p : run.processes) {
+      if (p.pid == f.pid && p.input == input) return p.worker;
+    }
+    return f.worker;
+  };
 }
 
 std::string render(const TableRows& rows, const std::string& format) {
@@ -169,9 +189,17 @@ fs::path made_out_dir(const OutputOptions& options) {
   return dir;
 }
 
-// Everything a run leaves behind, from an analysed run: `ranks` only for merged reports.
-OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& out, const RankReport* ranks) {
-  // Everything that can reject the options runs before any file is written.
+// What can reject the options (the sort key, the format) is tried before the capture is
+// read: the traces are written while it is.
+void check_options(const OutputOptions& options) {
+  make_table_rows({}, true, {options.sort, options.row_limit});
+  if (options.format != "folded") render(TableRows{}, options.format);
+}
+
+// Everything a run leaves behind, from an analysed run (whose traces are written
+// already: `traces`): `ranks` only for merged reports.
+OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& out, const RankReport* ranks,
+                  const std::vector<TraceFile>& trace_files) {
   TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
   auto rendered = [&](const std::string& format) {
     return ranks ? render(rows, *ranks, format, options.row_limit) : render(rows, format);
@@ -194,10 +222,7 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
   if (options.write_files) {
     const fs::path dir = made_out_dir(options);
     std::vector<std::string> traces;
-    for (const TraceFile& f : write_kineto_traces(
-             run, {(dir / "traces").string(), options.gzip, /*worker_name=*/""})) {
-      traces.push_back(f.path);
-    }
+    for (const TraceFile& f : trace_files) traces.push_back(f.path);
     write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks, &overview));
     write_text(dir / "table.txt", rendered("table"));
     HtmlReportOptions html;
@@ -244,139 +269,60 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   return result;
 }
 
-// Memory the full analysis takes per record slot of a capture: an NVTX range (two
-// slots) becomes a 64-byte Event and so does a CUDA API call (one slot); the vectors'
-// slack and the GPU records come on top.
-constexpr uint64_t kAnalysisBytesPerSlot = 64;
-// A capture holds at least this many bytes per slot (repetitive NVTX traffic, delta frames).
-constexpr double kMinCaptureBytesPerSlot = 0.25;
-
-// MemAvailable, capped by the cgroup's limit (cgroup v2); 0 when unknown.
-uint64_t available_memory() {
-  uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    uint64_t kib = 0;
-    meminfo >> kib;
-    if (key == "MemAvailable:") {
-      available = kib * 1024;
-      break;
-    }
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  uint64_t limit = 0;
-  uint64_t current = 0;
-  if ((std::ifstream("/sys/fs/cgroup/memory.max") >> limit) && (std::ifstream("/sys/fs/cgroup/memory.current") >> current)) {
-    const uint64_t room = limit > current ? limit - current : 0;
-    if (available == 0 || room < available) available = room;
-  }
-  return available;
-}
-
-std::string size_text(double bytes) {
-  char text[32];
-  if (bytes >= 1024.0 * 1024.0 * 1024.0) {
-    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  } else {
-    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  }
-  return text;
-}
-
-// Why the full analysis of `capture` would not fit in memory ("" when it would, or when
-// that is not known).
-std::string too_big_to_analyse(const std::string& capture, const OutputOptions& options) {
-  if (options.max_analysis_bytes == 0) return {};
-  const uint64_t budget = options.max_analysis_bytes > 0 ? static_cast<uint64_t>(options.max_analysis_bytes)
-                                                         : available_memory();
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(capture, ec);
-  if (budget == 0 || ec) return {};
-  if (static_cast<double>(size) / kMinCaptureBytesPerSlot * kAnalysisBytesPerSlot < static_cast<double>(budget)) {
-    return {};  // fits whatever its frames hold
-  }
-  CaptureReader reader(capture);
-  uint64_t slots = 0;
-  for (const auto& conn : scan_capture(reader).conns) {
-    for (const FrameRef& ref : conn->frames) slots += ref.slots;
-  }
-  const double need = static_cast<double>(slots) * kAnalysisBytesPerSlot;
-  if (need <= static_cast<double>(budget)) return {};
-  return "its full analysis would need about " + size_text(need) + " of memory (" + std::to_string(slots) +
-         " records), more than the " + size_text(static_cast<double>(budget)) +
-         (options.max_analysis_bytes > 0 ? " of --max-analysis-memory" : " available");
-}
-
-// The streamed table's output, when stream_table() takes the capture (else `why` says
-// why not).
-std::optional<OutputResult> emit_streamed_table(const std::string& capture, const OutputOptions& options,
-                                                std::ostream& out, std::string* why) {
-  std::vector<std::string> warnings;
-  const AnalysisOptions analysis = analysis_options(options, warnings);
-  std::optional<StreamedTable> streamed = stream_table(capture, analysis, why);
-  if (!streamed) return std::nullopt;
-  Run& run = streamed->run;
-  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
-  OutputResult result = emit_table(run, options, out);
-  result.streamed = true;
-  return result;
-}
-
-// The capture decoded and analysed whole; `note`, when not empty, comes before the
-// analysis options' warnings.
-Run analysed_run(const std::string& capture, const OutputOptions& options, const std::string& note = {}) {
-  Run run = decode_run(capture, options);
-  if (!note.empty()) run.warnings.push_back(note);
-  analyse(run, analysis_options(options, run.warnings));
-  return run;
-}
-
-OutputResult write_table_only(const std::string& capture, const OutputOptions& options, std::ostream& out) {
-  std::string why;
-  if (std::optional<OutputResult> result = emit_streamed_table(capture, options, out, &why)) return *result;
-  OutputResult result = emit_table(analysed_run(capture, options), options, out);
-  result.not_streamed_because = why;
-  return result;
-}
-
 }  // namespace
 
 OutputResult write_outputs(const std::string& capture_path, const OutputOptions& options,
                            std::ostream& out) {
   const std::string capture = capture_file(capture_path);
-  if (options.table_only) return write_table_only(capture, options, out);
-  std::string memory_warning;
-  if (std::string why = too_big_to_analyse(capture, options); !why.empty()) {
-    // The streamed table fits in any memory; a capture it does not take is analysed
-    // whole all the same.
-    std::string not_streamed;
-    if (std::optional<OutputResult> result = emit_streamed_table(capture, options, out, &not_streamed)) {
-      result->only_table_because = why;
-      return *result;
-    }
-    memory_warning = why + "; analysed whole all the same, since the streamed table does not take it (" +
-                     not_streamed + ")";
+  std::vector<std::string> warnings;
+  const AnalysisOptions analysis = analysis_options(options, warnings);
+  if (options.table_only) {
+    if (options.format == "folded") throw InputError("--format folded needs the whole report, not --table-only");
+    check_options(options);
+    EngineOutputs eo = table_only_outputs();
+    eo.progress = progress_line(capture, options);
+    Run run = analyse_run(capture, analysis, eo);
+    run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+    return emit_table(run, options, out);
   }
-  Run run = analysed_run(capture, options, memory_warning);
+  check_options(options);
+  std::optional<KinetoTraces> traces;
+  if (options.write_files) traces.emplace(TraceOptions{(made_out_dir(options) / "traces").string(), options.gzip});
+  Run run = analyse_run(capture, analysis, report_outputs(capture, options, traces ? &*traces : nullptr));
+  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
   rename_workers(run, options.worker_name);
-  return emit(run, options, out, /*ranks=*/nullptr);
+  std::vector<TraceFile> files;
+  if (traces) files = traces->finish(final_workers(run, 0));
+  return emit(run, options, out, /*ranks=*/nullptr, files);
 }
 
 OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const OutputOptions& options,
                                   std::ostream& out) {
   std::vector<std::string> warnings;
   const AnalysisOptions analysis = analysis_options(options, warnings);
+  check_options(options);
   std::vector<Run> runs;
+  std::vector<std::unique_ptr<KinetoTraces>> traces;
   for (const MergeSource& in : inputs) {
-    runs.push_back(decode_run(capture_file(in.capture), options));
-    analyse(runs.back(), analysis);
+    const std::string capture = capture_file(in.capture);
+    KinetoTraces* t = nullptr;
+    if (options.write_files) {
+      traces.push_back(std::make_unique<KinetoTraces>(
+          TraceOptions{(made_out_dir(options) / "traces").string(), options.gzip}));
+      t = traces.back().get();
+    }
+    runs.push_back(analyse_run(capture, analysis, report_outputs(capture, options, t)));
   }
   Run run = merge_runs(std::move(runs), inputs);
   run.warnings.insert(run.warnings.begin(), warnings.begin(), warnings.end());
   rename_workers(run, options.worker_name);
+  std::vector<TraceFile> files;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    for (TraceFile& f : traces[i]->finish(final_workers(run, static_cast<int>(i)))) files.push_back(std::move(f));
+  }
   const RankReport ranks = compute_rank_report(run, options.straggler_threshold_pct);
   run.warnings.insert(run.warnings.end(), ranks.warnings.begin(), ranks.warnings.end());
-  return emit(run, options, out, &ranks);
+  return emit(run, options, out, &ranks, files);
 }
 
 }  // namespace torchprof

@@ -30,23 +30,14 @@ struct OutputOptions {
   double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
                                               // above the median rank's is a straggler
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
-  bool table_only = false;                    // only the table (table.txt): streamed from the
-                                              // capture when analysis/stream_table.h takes it
-  int64_t max_analysis_bytes = -1;            // one capture whose full analysis would need more
-                                              // gets only the streamed table; -1 = the memory
-                                              // available now, 0 = no limit
+  bool table_only = false;                    // only the table (table.txt): the engine feeds
+                                              // nothing else
 };
 
 struct OutputResult {
   int target_exit_code = 0;  // as recorded in the capture
   bool truncated = false;    // the capture ended early; what it held was reported
   std::string out_dir;
-  // table_only: whether the table was streamed, and if not, why the capture needed the
-  // full analysis.
-  bool streamed = false;
-  std::string not_streamed_because;
-  // Set when only the table was made because the full analysis would not fit in memory.
-  std::string only_table_because;
 };
 
 // Throws InputError for captures that cannot be read at all. With table_only, prints

@@ -23,8 +23,8 @@
 # torchprof-run is run in each round of section 1 too, between the floor and this one,
 # and its pair is given against the same floor).
 # Per-event figures use CPU time (the programs measure it themselves): on a shared
-# machine wall time varies with the load. The analysis needs ~65 bytes of memory per
-# event: ~0.65 GB for 10M, ~6.5 GB for 100M.
+# machine wall time varies with the load. The analysis's memory does not grow with the
+# number of CPU events.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -286,73 +286,57 @@ if want 4; then
 echo "[4/6] analysis of $analysis_ranges ranges" >&2
 work_iters=40
 # A ring that holds the whole capture run: the figure is about analysis, not drops.
-# TRACES=0: the run's own report records no step (so writes no trace); the capture
-# still holds every range.
-run_opts=()
-[[ ${TRACES:-1} == 0 ]] && run_opts=(--schedule wait=1,warmup=0,active=1)
-TORCHPROF_BUFFER_KB=$(( analysis_ranges * 2 * 32 / 1024 + 65536 > 1048576 ? 1048576 : analysis_ranges * 2 * 32 / 1024 + 65536 )) tool "${run_opts[@]}" -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
-an_args=()
-[[ ${TRACES:-1} == 0 ]] && an_args=(--no-traces)
-"$bb/analysis_bench" "$work/big" "$work/an_big" "${an_args[@]}" >"$work/an"
-if [[ ${TRACES:-1} == 1 ]]; then
-  timed "$work/report" "$bin/torchprof" report "$work/big" -q -o "$work/report_out"
-fi
-ev=$(val "$work/an" events)
-row analysis events "$ev" events "decoded from the capture; $(summary dropped "$work/big") records dropped while capturing"
-row analysis to_table "$(val "$work/an" to_table_events_per_s)" events/s "per core: decode+analyse+table ($(val "$work/an" to_table_us_per_event) us/event)"
-if [[ ${TRACES:-1} == 1 ]]; then
-  row analysis to_kineto_json "$(val "$work/an" to_kineto_events_per_s)" events/s "CPU time: decode+analyse+traces (the traces' bytes written by a second thread, counted here)"
-  row analysis to_kineto_json_wall "$(val "$work/an" to_kineto_events_per_s_wall)" events/s "wall time of the same: the traces formatted and written at once, $(val "$work/an" kineto_wall_s) s for $(val "$work/an" kineto_s) s of CPU"
-  row analysis kineto_write_floor "$(val "$work/an" write_floor_events_per_s)" events/s "writing the traces' $(val "$work/an" kineto_bytes_per_event) B/event of text and nothing else (CPU, system time included): no trace writer passes it here; the traces took $(val "$work/an" kineto_s) s, the bytes alone $(val "$work/an" write_floor_s) s"
-fi
-row analysis phases "$(val "$work/an" decode_s)/$(val "$work/an" analyse_s)/$(val "$work/an" table_s)/$(val "$work/an" kineto_s)" s "CPU s: decode/analyse/table/kineto; decode took $(val "$work/an" decode_wall_s) s of wall time (frames decoded ahead on a second thread)"
-row analysis peak_rss "$(val "$work/an" peak_rss)" MiB "$(val "$work/an" peak_rss_per_event) B/event, in process"
-"$bb/analysis_bench" "$work/big" "$work/an_big" --streamed >"$work/an_stream"
-row analysis to_table_streamed "$(val "$work/an_stream" to_table_events_per_s)" events/s "per core: one streamed pass, as report --table-only ($(val "$work/an_stream" to_table_us_per_event) us/event): x$(calc "$(val "$work/an_stream" to_table_events_per_s) / $(val "$work/an" to_table_events_per_s)") the full analysis's rate"
-row analysis peak_rss_streamed "$(val "$work/an_stream" peak_rss)" MiB "streamed table, in process: does not grow with the capture"
+TORCHPROF_BUFFER_KB=$(( analysis_ranges * 2 * 32 / 1024 + 65536 > 1048576 ? 1048576 : analysis_ranges * 2 * 32 / 1024 + 65536 )) tool --table-only -o "$work/big" -- "$bb/e2e_ranges" "$analysis_ranges" "$work_iters" >/dev/null
+# engine CAPTURE NAME: the three ways the engine reads a capture, each in a process of
+# its own (its own peak RSS): the table alone, every output but the traces, and (TRACES=1)
+# with the traces; rows named NAME_*.
+engine() {
+  local cap=$1 name=$2 note=$3
+  "$bb/analysis_bench" "$cap" "$work/an_$name" --table >"$work/an_${name}_table"
+  "$bb/analysis_bench" "$cap" "$work/an_$name" --no-traces >"$work/an_${name}_report"
+  local t=$work/an_${name}_table r=$work/an_${name}_report
+  row analysis "${name}_to_table" "$(val "$t" ns_per_event)" ns/event "$note, $(val "$t" events) events: capture -> table, CPU time; peak RSS $(val "$t" peak_rss) MiB ($(val "$t" peak_rss_per_event) B/event)"
+  row analysis "${name}_to_report" "$(val "$r" ns_per_event)" ns/event "every output but the traces (table, summary.json and its overview, report.html, stacks); peak RSS $(val "$r" peak_rss) MiB ($(val "$r" peak_rss_per_event) B/event)"
+  if [[ ${TRACES:-1} == 1 ]]; then
+    "$bb/analysis_bench" "$cap" "$work/an_$name" >"$work/an_${name}_traces"
+    local k=$work/an_${name}_traces
+    row analysis "${name}_with_traces" "$(val "$k" ns_per_event)" ns/event "the same with the Kineto traces ($(val "$k" kineto_bytes_per_event) B/event): x$(val "$k" vs_write_floor) the time to write their bytes alone ($(val "$k" write_floor_s) s, the bench's write_floor); peak RSS $(val "$k" peak_rss) MiB"
+  fi
+  rm -rf "$work/an_$name"
+}
+if [[ -d $work/hot1big ]]; then engine "$work/hot1big" flood "the 2M-pair flood of section 1"; fi
+engine "$work/big" ranges "$analysis_ranges NVTX ranges (e2e_ranges)"
 if [[ $have_gpu_workload == 1 ]]; then
-  # A fake-GPU capture: ranges, API calls, kernels and copies. The streamed table holds
-  # recent API calls (for the GPU records that name them), at most 16 MiB of them.
   gpu_big=$((400000 / scale))
   TORCHPROF_CUPTI_LIB=$(find "$build" -name libfake_cupti.so | head -1) TORCHPROF_BUFFER_KB=65536 \
     tool -o "$work/gpu_big" --table-only -- "$bin/gpu_workload" \
     "repeat:$gpu_big{range:step{kernel:gemm_kernel:20us;kernel:relu_kernel:5us;memcpy:htod:65536:3us;kernel:softmax_kernel:4us:stream=9}};sync" >/dev/null
-  "$bb/analysis_bench" "$work/gpu_big" "$work/an_gpu_big" --no-traces >"$work/an_gpubig"
-  "$bb/analysis_bench" "$work/gpu_big" "$work/an_gpu_big" --streamed >"$work/an_gpubig_stream"
-  row analysis gpu_to_table "$(val "$work/an_gpubig" to_table_events_per_s)" events/s "fake GPU, $(val "$work/an_gpubig" events) events (ranges, API calls, GPU records), full analysis; peak RSS $(val "$work/an_gpubig" peak_rss) MiB"
-  row analysis gpu_to_table_streamed "$(val "$work/an_gpubig_stream" to_table_events_per_s)" events/s "the same, streamed: x$(calc "$(val "$work/an_gpubig_stream" to_table_events_per_s) / $(val "$work/an_gpubig" to_table_events_per_s)") the full analysis's rate; peak RSS $(val "$work/an_gpubig_stream" peak_rss) MiB"
-  rm -rf "$work/gpu_big" "$work/an_gpu_big"
+  engine "$work/gpu_big" gpu "fake GPU (ranges, API calls, kernels, copies)"
+  rm -rf "$work/gpu_big"
 fi
 # A training run's shape as the Python bootstrap records it: each step a start/end
-# range written once it ended, 50 ranges inside.
+# range written once it ended, 50 ranges inside (two passes: the steps are learnt first).
 after_steps=$((200000 / scale))
 TORCHPROF_BUFFER_KB=65536 tool -o "$work/after" --table-only -- "$bb/step_ranges" "$after_steps" 50 after >/dev/null
-"$bb/analysis_bench" "$work/after" "$work/an_after_out" --no-traces >"$work/an_after"
-"$bb/analysis_bench" "$work/after" "$work/an_after_out" --streamed >"$work/an_after_stream"
-row analysis steps_to_table "$(val "$work/an_after" to_table_events_per_s)" events/s "$after_steps steps written as the bootstrap writes them (start/end ranges), $(val "$work/an_after" events) events, full analysis; peak RSS $(val "$work/an_after" peak_rss) MiB"
-row analysis steps_to_table_streamed "$(val "$work/an_after_stream" to_table_events_per_s)" events/s "the same, streamed ($(val "$work/an_after_stream" passes) passes): x$(calc "$(val "$work/an_after_stream" to_table_events_per_s) / $(val "$work/an_after" to_table_events_per_s)") the full analysis's rate; peak RSS $(val "$work/an_after_stream" peak_rss) MiB, which grows with the steps"
-rm -rf "$work/after" "$work/an_after_out"
-if [[ ${TRACES:-1} == 1 ]]; then
-  row analysis report_cli "$(val "$work/report" wall_s)" s "torchprof report -q (table+traces+summary), wall; peak RSS $(calc "$(val "$work/report" max_rss_kb) / 1024") MiB"
-fi
+engine "$work/after" steps "$after_steps steps written as the bootstrap writes them"
+rm -rf "$work/after"
 if [[ ${TORCH:-1} == 1 ]] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   /usr/bin/python3 "$root/bench/torch_key_averages.py" $((20000 / scale)) >"$work/torch" 2>/dev/null
   tk=$(val "$work/torch" torch_table_us_per_event)
-  row analysis torch_key_averages "$(val "$work/torch" torch_table_events_per_s)" events/s "torch $(val "$work/torch" torch_version) key_averages().table(): $tk us/event; torchprof x$(calc "$tk / $(val "$work/an" to_table_us_per_event)") faster"
+  row analysis torch_key_averages "$(val "$work/torch" torch_table_events_per_s)" events/s "torch $(val "$work/torch" torch_version) key_averages().table(): $tk us/event; torchprof's table x$(calc "$tk * 1000 / $(val "$work/an_ranges_table" ns_per_event)") faster"
   row analysis torch_export_chrome "$(val "$work/torch" torch_export_us_per_event)" us/event "$(val "$work/torch" torch_trace_bytes_per_event) B/event; torch adds $(val "$work/torch" torch_added_per_op) us per torch.add"
 else
   row analysis torch_key_averages 15 us/event "torch not measured: REFERENCE.md's figure"
 fi
-row analysis note - - "full analysis: RSS grows linearly (B/event above); 100M: ANALYSIS_RANGES=100000000 TRACES=0"
-# Many cycles: a saved trace every 3 steps. Writing them visits each event once.
+row analysis note - - "100M ranges: ANALYSIS_RANGES=100000000 TRACES=0 (their traces would be ~20 GB)"
+# Many cycles: a saved trace every 3 steps.
 cycle_steps=$((20000 / scale))
 TORCHPROF_BUFFER_KB=65536 tool --schedule wait=1,warmup=1,active=1 -o "$work/steps" -- "$bb/step_ranges" "$cycle_steps" 50 >"$work/steps_prog"
 timed "$work/steps_report" "$bin/torchprof" report "$work/steps" -q --schedule wait=1,warmup=1,active=1 -o "$work/steps_out"
 steps_cpu=$(calc "$(val "$work/steps_report" user_s) + $(val "$work/steps_report" sys_s)")
 row analysis many_cycles "$(calc "$(val "$work/steps_prog" events) / $steps_cpu")" events/s "torchprof report, $cycle_steps steps x 51 ranges, $(ls "$work/steps_out/traces" | wc -l) traces: $steps_cpu s CPU, peak RSS $(calc "$(val "$work/steps_report" max_rss_kb) / 1024") MiB"
 rm -rf "$work/steps" "$work/steps_out"
-# The 10M-range capture and its traces take several GB: gone before the next section.
-[[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big" "$work/an_big" "$work/report_out"
+[[ ${KEEP:-0} == 1 ]] || rm -rf "$work/big"
 fi  # section 4
 
 # ---------- 5. collector ingest ----------

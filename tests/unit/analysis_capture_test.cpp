@@ -2,7 +2,7 @@
 
 #include "analysis_capture_builder.h"
 #include "reading/capture_reader.h"
-#include "analysis/decode.h"
+#include "analysis/engine.h"
 #include "common/errors.h"
 
 namespace torchprof {
@@ -92,7 +92,7 @@ TEST_CASE("capture reader: a checksum mismatch stops at that chunk") {
   CHECK(reader.truncated_at() == b.chunk_offsets[1]);
   CHECK(reader.truncation_reason().find("checksum") != std::string::npos);
 
-  Run run = decode_capture_file(b.save("corrupt.tprof"));
+  Run run = analyse_capture_file(b.save("corrupt.tprof"), AnalysisOptions{});
   CHECK(run.truncated);
   CHECK(run.truncated_at == b.chunk_offsets[1]);
   CHECK(run.command == std::vector<std::string>{"./app", "-x"});

@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include "analysis_capture_builder.h"
 #include "analysis/analysis.h"
-#include "analysis/decode.h"
+#include "engine_test_util.h"
 
 namespace torchprof {
 
@@ -16,8 +18,9 @@ namespace {
 constexpr uint64_t kMono = 1000;
 constexpr int64_t kReal = 1'700'000'000'000'000'000;
 constexpr int64_t epoch(uint64_t ts) { return kReal + static_cast<int64_t>(ts - kMono); }
-constexpr uint64_t kOs = static_cast<uint64_t>(ThreadNameSource::kOs);
-constexpr uint64_t kNvtx = static_cast<uint64_t>(ThreadNameSource::kNvtx);
+// kThreadName's source (common/wire/wire.h): NVTX names win over the OS's.
+constexpr uint64_t kOs = 1;
+constexpr uint64_t kNvtx = 0;
 
 void main_process(CaptureBuilder& b) {
   b.chunk(ChunkType::kHello, 1,
@@ -88,8 +91,8 @@ const Process* by_pid(const Run& run, int pid) {
   return nullptr;
 }
 
-const Event* event(const Process& p, const std::string& name) {
-  for (const Event& e : p.events_list) {
+const Event* event(const test::Collected& c, const std::string& name) {
+  for (const Event& e : c.events) {
     if (e.name == name) return &e;
   }
   return nullptr;
@@ -102,6 +105,9 @@ bool has_warning(const Process& p, const std::string& text) {
   return false;
 }
 
+// The events the engine handed on, per pid.
+std::map<int, test::Collected> collected;
+
 Run decode_sample() {
   CaptureBuilder b;
   b.chunk(ChunkType::kRunInfo, 0, R"({"command":["python3","train.py"],"host":"node7"})");
@@ -111,7 +117,8 @@ Run decode_sample() {
           test::hello_body(300, 100, kMono, kReal, "/bin/true", {"true"}, "node7", {}));
   b.chunk(ChunkType::kBye, 4, test::bye_body(wire::ExitKind::kExit, 0, 0, 0, 1500));
   b.chunk(ChunkType::kRunEnd, 0, R"({"exit_code":139,"end_ns":1700000000000009999})");
-  return decode_capture_file(b.save("decode_sample.tprof"));
+  collected.clear();
+  return test::analyse(b.save("decode_sample.tprof"), {}, &collected);
 }
 
 }  // namespace
@@ -143,22 +150,23 @@ TEST_CASE("decode: identity, clock, run info") {
 TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, names defined later") {
   Run run = decode_sample();
   const Process& p = *by_pid(run, 100);
-  const Event* outer = event(p, "outer");
+  const test::Collected& c = collected[100];
+  const Event* outer = event(c, "outer");
   REQUIRE(outer);
   CHECK(outer->start_ns == epoch(2000));
   CHECK(outer->end_ns == epoch(2600));
   CHECK(outer->push_pop);
-  const Event* io = event(p, "io");
+  const Event* io = event(c, "io");
   REQUIRE(io);
   CHECK_FALSE(io->push_pop);
   CHECK(io->tid == 100);
   CHECK(io->end_tid() == 101);
   CHECK(io->dur_ns() == 700);
-  const Event* tick = event(p, "tick");
+  const Event* tick = event(c, "tick");
   REQUIRE(tick);
   CHECK(tick->kind == EventKind::kMark);
   CHECK(tick->end_ns == tick->start_ns);
-  const Event* dom = event(p, "in_domain");
+  const Event* dom = event(c, "in_domain");
   REQUIRE(dom);
   CHECK(dom->domain() == "mydomain");
   CHECK(dom->category() == 5);
@@ -166,20 +174,25 @@ TEST_CASE("decode: ranges, marks, payloads, cross-thread start/end, names define
   CHECK(dom->payload_type == static_cast<uint8_t>(wire::PayloadType::kI64));
   CHECK(static_cast<int64_t>(dom->payload) == -7);
   CHECK(dom->dur_ns() == 10);
-  CHECK(event(p, "<string 99>") == nullptr);  // the unknown kind's slot was skipped
+  CHECK(event(c, "<string 99>") == nullptr);  // the unknown kind's slot was skipped
 
-  const Event* never = event(p, "never_popped");
+  const Event* never = event(c, "never_popped");
   REQUIRE(never);
   CHECK(never->unterminated);
   CHECK(never->end_ns == epoch(2900));  // the thread's last timestamp
   CHECK(has_warning(p, "pops without a matching push"));
   CHECK(has_warning(p, "frames missing"));
   CHECK(has_warning(p, "never ended"));
-  size_t inner_count = 0;
-  for (const Event& e : p.events_list) inner_count += e.name == "inner";
-  CHECK(inner_count == 2);
-  CHECK(p.events_list.size() == 8);  // outer, inner x2, io, tick x2, in_domain, never_popped
+  CHECK(c.named("inner").size() == 2);
+  CHECK(c.events.size() == 8);  // outer, inner x2, io, tick x2, in_domain, never_popped
+  CHECK(p.cpu_events == 8);
   CHECK(p.events == 8);
+  // outer [2000,2600] holds inner [2100,2200] and in_domain [2450,2460] (another domain,
+  // the same thread); io, ended on another thread, is no interval of this one: nobody's
+  // child, nobody's parent.
+  CHECK(outer->self_ns == 600 - 100 - 10);
+  CHECK(io->self_ns == 700);
+  CHECK(dom->self_ns == 10);
 }
 
 TEST_CASE("decode: threads, names, order") {
@@ -192,11 +205,9 @@ TEST_CASE("decode: threads, names, order") {
   CHECK(p.threads[0].dropped == 5);
   CHECK(p.threads[1].name == "worker-nvtx");  // NVTX beats the later OS name
   CHECK(p.threads[1].events == 1);
-  for (size_t i = 1; i < p.events_list.size(); ++i) {
-    const Event& a = p.events_list[i - 1];
-    const Event& b = p.events_list[i];
-    CHECK((a.tid < b.tid || (a.tid == b.tid && a.start_ns <= b.start_ns)));
-  }
+  CHECK(p.threads[1].tid == 101);
+  CHECK(p.threads[0].events == 7);  // outer, inner, io, tick x2, in_domain, never_popped
+  for (const Event& e : collected[100].events) CHECK((e.tid == 100 || e.tid == 101));
 }
 
 TEST_CASE("decode: a fork copy and its exec'd image are one process") {
@@ -208,13 +219,16 @@ TEST_CASE("decode: a fork copy and its exec'd image are one process") {
   CHECK(child->worker == "tool-worker");
   CHECK(child->exit_code == 4);
   CHECK_FALSE(child->exit_signal);
-  CHECK(event(*child, "forked") != nullptr);
-  CHECK(event(*child, "exec_child") != nullptr);
-  CHECK(child->events_list.size() == 2);
+  CHECK(event(collected[200], "forked") != nullptr);
+  CHECK(event(collected[200], "exec_child") != nullptr);
+  CHECK(collected[200].events.size() == 2);
+  CHECK(child->cpu_events == 2);
+  CHECK(event(collected[200], "exec_child")->dur_ns() == 500);
 
   const Process* idle = by_pid(run, 300);
   REQUIRE(idle);
-  CHECK(idle->events_list.empty());
+  CHECK(idle->cpu_events == 0);
+  CHECK(collected[300].events.empty());
   CHECK(idle->exit_code == 0);
 }
 
@@ -227,9 +241,11 @@ TEST_CASE("decode: damaged frames are skipped with a warning") {
   bad[bad.size() - 3] ^= 0x7F;  // corrupt the zstd stream (the chunk checksum is recomputed)
   b.chunk(ChunkType::kFrame, 1, test::frame_body(5, 0, good));
   b.chunk(ChunkType::kFrame, 1, bad);
-  Run run = decode_capture_file(b.save("bad_frame.tprof"));
+  Run run = analyse_capture_file(b.save("bad_frame.tprof"), AnalysisOptions{});
   REQUIRE(run.processes.size() == 1);
-  CHECK(run.processes[0].events_list.size() == 1);
+  CHECK(run.processes[0].cpu_events == 1);
+  REQUIRE(run.ops.size() == 1);
+  CHECK(run.ops[0].calls == 1);
   CHECK(has_warning(run.processes[0], "could not be decompressed"));
   CHECK(run.processes[0].exit_code == std::nullopt);
 }

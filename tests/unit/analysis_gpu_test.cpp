@@ -1,15 +1,16 @@
-// GPU records through decode and analysis: attribution of GPU time to NVTX ranges
-// as torch.profiler does it, GPU rows, graph launches, steps, memory and usage.
+// GPU records through the engine: attribution of GPU time to NVTX ranges as
+// torch.profiler does it, GPU rows, graph launches, steps, memory and usage.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "analysis_capture_builder.h"
 #include "analysis_gpu_capture.h"
 #include "analysis/analysis.h"
-#include "analysis/decode.h"
 #include "analysis/gpu_analysis.h"
 #include "analysis/gpu_decode.h"
+#include "engine_test_util.h"
 
 namespace torchprof {
 
@@ -88,10 +89,9 @@ namespace {
 
 std::string nested_capture() { return test::gpu_nested_capture(); }
 
-Run analysed(const std::string& path, const AnalysisOptions& options = {}) {
-  Run run = decode_capture_file(path);
-  analyse(run, options);
-  return run;
+Run analysed(const std::string& path, const AnalysisOptions& options = {},
+             std::map<int, test::Collected>* collected = nullptr) {
+  return test::analyse(path, options, collected);
 }
 
 const OpStats* op(const Run& run, const std::string& name, const std::string& kind) {
@@ -101,71 +101,96 @@ const OpStats* op(const Run& run, const std::string& name, const std::string& ki
   return nullptr;
 }
 
-std::vector<const Event*> events_named(const Process& p, const std::string& name) {
-  std::vector<const Event*> found;
-  for (const Event& e : p.events_list) {
-    if (e.name == name) found.push_back(&e);
+// The event named `name` that starts at monotonic `start`.
+const Event& event_at(const test::Collected& c, const std::string& name, int64_t start) {
+  for (const Event* e : c.named(name)) {
+    if (e->start_ns == kR0 + start) return *e;
   }
-  return found;
+  FAIL("no " << name << " at " << start);
+  static Event none;
+  return none;
+}
+
+// The external id the trace gives the event named `name` that starts at `start`.
+uint32_t external_id(const test::Collected& c, const std::string& name, int64_t start) {
+  const Event& e = event_at(c, name, start);
+  return c.ids[static_cast<size_t>(&e - c.events.data())].external_id;
+}
+
+const test::Collected::GpuCall* gpu_named(const test::Collected& c, const std::string& name) {
+  for (const test::Collected::GpuCall& g : c.gpu) {
+    if (g.gpu.name == name) return &g;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
 TEST_CASE("gpu decode: kernels, copies, memory, devices and drops reach the model") {
-  Run run = decode_capture_file(nested_capture());
+  std::map<int, test::Collected> c;
+  Run run = analysed(nested_capture(), {}, &c);
   REQUIRE(run.processes.size() == 1);
   const Process& p = run.processes[0];
   CHECK(run.has_gpu);
-  CHECK(p.gpu_events.size() == 6);
-  CHECK(std::is_sorted(p.gpu_events.begin(), p.gpu_events.end(),
-                       [](const GpuEvent& x, const GpuEvent& y) { return x.start_ns < y.start_ns; }));
-  const GpuEvent& matmul = p.gpu_events[0];
-  CHECK(matmul.kind == GpuKind::kKernel);
-  CHECK(matmul.mangled == "_Z6matmulPfS_S_i");
-  CHECK(matmul.name == "matmul(float*, float*, float*, int)");
-  CHECK(matmul.start_ns == kR0 + 3000);
-  CHECK(matmul.dur_ns() == 4000);
-  CHECK(matmul.stream == 7);
-  CHECK(matmul.correlation == 1);
-  CHECK(matmul.grid[0] == 216);
-  auto copy = std::find_if(p.gpu_events.begin(), p.gpu_events.end(),
-                           [](const GpuEvent& g) { return g.kind == GpuKind::kMemcpy; });
-  REQUIRE(copy != p.gpu_events.end());
+  CHECK(p.gpu_records.size() == 6);
+  CHECK(std::is_sorted(p.gpu_records.begin(), p.gpu_records.end(),
+                       [](const GpuRecord& x, const GpuRecord& y) { return x.start_ns < y.start_ns; }));
+  const GpuRecord& first = p.gpu_records[0];
+  CHECK(first.kind == GpuKind::kKernel);
+  CHECK(first.name == "matmul(float*, float*, float*, int)");
+  CHECK(first.start_ns == kR0 + 3000);
+  CHECK(first.dur_ns() == 4000);
+  CHECK(first.stream == 7);
+  CHECK(first.api_known);
+  CHECK(first.api_name == "cudaLaunchKernel");
+  CHECK(first.api_start_ns == kR0 + 2000);
+  CHECK(first.api_runtime);
+  // The whole record reaches the trace sink.
+  REQUIRE(c[42].gpu.size() == 6);
+  const test::Collected::GpuCall* matmul = gpu_named(c[42], "matmul(float*, float*, float*, int)");
+  REQUIRE(matmul);
+  CHECK(matmul->gpu.mangled == "_Z6matmulPfS_S_i");
+  CHECK(matmul->gpu.correlation == 1);
+  CHECK(matmul->gpu.grid[0] == 216);
+  CHECK(matmul->cycle == 0);
+  auto copy = std::find_if(p.gpu_records.begin(), p.gpu_records.end(),
+                           [](const GpuRecord& g) { return g.kind == GpuKind::kMemcpy; });
+  REQUIRE(copy != p.gpu_records.end());
   CHECK(copy->name == "Memcpy HtoD (Pageable -> Device)");
   CHECK(copy->bytes == 1u << 20);
+  CHECK(copy->api_name == "cudaMemcpyAsync");
   CHECK(p.memory_events.size() == 4);
   REQUIRE(p.devices.size() == 1);
   CHECK(p.devices[0].name == "Fake GPU");
   CHECK(p.devices[0].num_sms == 108);
   CHECK(p.cupti_dropped == 5);  // cumulative counts: the last one is the total
   CHECK(run.cupti_dropped == 5);
-  CHECK(events_named(p, "cudaLaunchKernel").size() == 2);
-  CHECK(events_named(p, "cudaLaunchKernel")[0]->kind == EventKind::kCudaRuntime);
+  CHECK(c[42].named("cudaLaunchKernel").size() == 2);
+  CHECK(c[42].named("cudaLaunchKernel")[0]->kind == EventKind::kCudaRuntime);
   CHECK(p.end_ns == kR0 + 21500);  // the process span covers its GPU work
+  CHECK(p.cpu_events == 3 + 8);    // ranges and API calls
+  CHECK(p.events == 11 + 6 + 4);   // CPU events, GPU records and memory events
 }
 
 TEST_CASE("gpu analysis: Self CUDA and CUDA total of nested ranges, as torch") {
-  Run run = analysed(nested_capture());
+  std::map<int, test::Collected> c;
+  Run run = analysed(nested_capture(), {}, &c);
   const Process& p = run.processes[0];
-  const Event* train = events_named(p, "train").at(0);
-  auto inners = events_named(p, "inner");
-  REQUIRE(inners.size() == 2);
-  CHECK(p.cuda_time(*train).self_ns == 4000 + 500 + 1000);  // matmul + the graph's two kernels
-  CHECK(p.cuda_time(*train).total_ns == 5500 + 2000);
-  CHECK(p.cuda_time(*inners[0]).self_ns == 1000);  // relu
-  CHECK(p.cuda_time(*inners[0]).total_ns == 2000);
-  CHECK(p.cuda_time(*inners[1]).self_ns == 1000);  // the copy
-  CHECK(p.cuda_time(*inners[1]).total_ns == 1000);
+  const OpStats* train = op(run, "train", "nvtx");
+  REQUIRE(train);
+  CHECK(train->self_cuda_ns == 4000 + 500 + 1000);  // matmul + the graph's two kernels
+  CHECK(train->cuda_total_ns == 5500 + 2000);       // and relu and the copy, inside the inners
   // API calls are CPU children of their range.
-  CHECK(train->self_ns == 19000 - 7000 - 500 - 300 - 4 * 100);
-  CHECK(inners[0]->self_ns == 7000 - 400 - 3000);
-  CHECK(inners[1]->self_ns == 3000 - 200);
+  CHECK(event_at(c[42], "train", 1000).self_ns == 19000 - 7000 - 500 - 300 - 4 * 100);
+  CHECK(event_at(c[42], "inner", 5000).self_ns == 7000 - 400 - 3000);
+  CHECK(event_at(c[42], "inner", 7000).self_ns == 3000 - 200);
+  CHECK(train->self_cpu_ns == 19000 - 7000 - 500 - 300 - 4 * 100);
 
   const OpStats* inner = op(run, "inner", "nvtx");
   REQUIRE(inner);
   CHECK(inner->calls == 2);
-  CHECK(inner->self_cuda_ns == 2000);
-  CHECK(inner->cuda_total_ns == 3000);  // a name nested in itself counts once per event
+  CHECK(inner->self_cuda_ns == 1000 + 1000);  // relu in the outer one, the copy in the inner one
+  CHECK(inner->cuda_total_ns == 2000 + 1000);  // a name nested in itself counts once per event
   const OpStats* launch = op(run, "cudaLaunchKernel", "cuda_api");
   REQUIRE(launch);
   CHECK(launch->calls == 2);
@@ -185,21 +210,37 @@ TEST_CASE("gpu analysis: Self CUDA and CUDA total of nested ranges, as torch") {
   CHECK(orphan->self_cuda_ns == 500);
   CHECK(std::any_of(p.warnings.begin(), p.warnings.end(),
                     [](const std::string& w) { return w.find("1 GPU records have no") == 0; }));
+  // The orphan reaches the trace without a launch.
+  const test::Collected::GpuCall* lost = gpu_named(c[42], "orphan()");
+  REQUIRE(lost);
+  CHECK_FALSE(lost->launch.known);
 }
 
 TEST_CASE("gpu analysis: graph kernels go to the range around cudaGraphLaunch") {
-  Run run = analysed(nested_capture());
-  const Process& p = run.processes[0];
+  std::map<int, test::Collected> c;
+  Run run = analysed(nested_capture(), {}, &c);
+  const uint32_t train = external_id(c[42], "train", 1000);
+  CHECK(train != 0);
   int graph_kernels = 0;
-  for (const GpuEvent& g : p.gpu_events) {
-    if (g.graph_id != 5) continue;
+  int flows = 0;
+  for (const test::Collected::GpuCall& g : c[42].gpu) {
+    if (g.gpu.graph_id != 5) continue;
     ++graph_kernels;
-    REQUIRE(g.api >= 0);
-    CHECK(p.events_list[g.api].name == "cudaGraphLaunch");
-    REQUIRE(g.range >= 0);
-    CHECK(p.events_list[g.range].name == "train");
+    REQUIRE(g.launch.known);
+    CHECK(g.launch.start_ns == kR0 + 13000);  // cudaGraphLaunch
+    CHECK(g.launch.tid == 100);
+    CHECK(g.launch.enclosing_id == train);
+    flows += g.launch.first ? 1 : 0;
   }
   CHECK(graph_kernels == 2);
+  CHECK(flows == 1);  // one flow from the launch, to its first kernel
+  for (const GpuRecord& g : run.processes[0].gpu_records) {
+    if (g.name == "nodeA()" || g.name == "nodeB()") CHECK(g.api_name == "cudaGraphLaunch");
+  }
+  // The kernels inside the inners name the innermost range around their launch.
+  CHECK(gpu_named(c[42], "relu(float*, int)")->launch.enclosing_id == external_id(c[42], "inner", 5000));
+  CHECK(gpu_named(c[42], "Memcpy HtoD (Pageable -> Device)")->launch.enclosing_id ==
+        external_id(c[42], "inner", 7000));
 }
 
 TEST_CASE("gpu analysis: memory running total, peak and usage of the device") {
@@ -214,7 +255,7 @@ TEST_CASE("gpu analysis: memory running total, peak and usage of the device") {
   CHECK(p.memory_events[2].live_bytes == 8192);
   CHECK(step_peak_bytes(p, 0).at(0) == 12288);
 
-  auto usage = device_usage(p, [&](const GpuEvent& g) { return in_recorded_step(p, g); });
+  auto usage = device_usage(p, [&](const GpuRecord& g) { return in_recorded_step(p, g); });
   REQUIRE(usage.size() == 1);
   CHECK(usage[0].kernels == 5);
   CHECK(usage[0].memcpys == 1);
@@ -243,8 +284,9 @@ TEST_CASE("gpu analysis: GPU work counts for the step of its launch") {
   Run run = analysed(b.save("gpu_steps.tprof"), options);
   const Process& p = run.processes[0];
   REQUIRE(p.steps.size() == 2);
-  CHECK(p.gpu_events[0].step == 0);
-  CHECK(p.gpu_events[1].step == 1);
+  REQUIRE(p.gpu_records.size() == 2);
+  CHECK(p.gpu_records[0].step == 0);
+  CHECK(p.gpu_records[1].step == 1);
   const OpStats* step = op(run, "ProfilerStep*", "nvtx");
   REQUIRE(step);
   CHECK(step->calls == 1);
@@ -256,7 +298,7 @@ TEST_CASE("gpu analysis: GPU work counts for the step of its launch") {
   const auto per_step = device_usage_per_step(p);
   REQUIRE(per_step.size() == 2);
   for (int32_t k = 0; k < 2; ++k) {
-    auto one = device_usage(p, [&](const GpuEvent& g) { return g.step == k; });
+    auto one = device_usage(p, [&](const GpuRecord& g) { return g.step == k; });
     REQUIRE(per_step[k].size() == one.size());
     REQUIRE(one.size() == 1);
     CHECK(per_step[k][0].kernels == one[0].kernels);

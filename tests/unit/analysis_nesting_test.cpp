@@ -1,34 +1,30 @@
+// Nesting and steps through the engine (analysis/engine.h): self times of nested
+// ranges per thread, start/end ranges that overlap without nesting, step markers
+// (ranges, marks, a custom regex) and the schedule's actions and cycles.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "analysis/analysis.h"
 #include "common/errors.h"
+#include "engine_test_util.h"
+#include "process_capture.h"
 
 namespace torchprof {
 
+using test::kEpoch;
+using test::Slots;
+using wire::Kind;
+
 namespace {
 
-Event range(const std::string& name, uint32_t tid, int64_t start, int64_t end) {
-  Event e;
-  e.name = name;
-  e.tid = tid;
-  e.start_ns = start;
-  e.end_ns = end;
-  return e;
-}
-
-Event mark(const std::string& name, uint32_t tid, int64_t at) {
-  Event e = range(name, tid, at, at);
-  e.kind = EventKind::kMark;
-  return e;
-}
-
-const Event& find(const Process& p, const std::string& name, int64_t start = -1) {
-  for (const Event& e : p.events_list) {
-    if (e.name == name && (start < 0 || e.start_ns == start)) return e;
+// The one event named `name` (starting at monotonic `start` when given).
+const Event& find(const test::Collected& c, const std::string& name, int64_t start = -1) {
+  for (const Event& e : c.events) {
+    if (e.name == name && (start < 0 || e.start_ns == kEpoch + start)) return e;
   }
   FAIL("no event " << name);
   static Event none;
@@ -42,65 +38,102 @@ const OpStats* op(const Run& run, const std::string& name) {
   return nullptr;
 }
 
+// A start/end range of range id `id` on the thread whose slots these are.
+Slots& start_end(Slots& s, uint32_t name, uint64_t id, uint64_t start, uint64_t end) {
+  return s.rec(Kind::kStart, name, start, id).rec(Kind::kEnd, 0, end, id);
+}
+
 }  // namespace
 
 TEST_CASE("nesting: self time subtracts direct children only, per thread") {
-  Process p;
-  p.pid = 1;
-  // Given out of order on purpose: analysis sorts by (tid, start, longer first).
-  p.events_list = {range("child2", 1, 60, 90),   range("outer", 1, 0, 100),
-                   range("grandchild", 1, 20, 30), range("child1", 1, 10, 50),
-                   range("other_thread", 2, 5, 95), range("tail", 1, 100, 110)};
-  compute_nesting(p);
-  const Event& outer = find(p, "outer");
-  CHECK(outer.parent == -1);
-  CHECK(outer.self_ns == 100 - 40 - 30);
+  // Thread 1: outer [0,100] { child1 [10,50] { grandchild [20,30] }, child2 [60,90] },
+  // then tail [100,110], pushed at the nanosecond outer ended. Thread 2: other_thread [5,95].
+  Slots t1;
+  t1.str(1, "outer").str(2, "child1").str(3, "grandchild").str(4, "child2").str(5, "tail").str(6, "other_thread");
+  t1.push(1, 0).push(2, 10).push(3, 20).pop(30).pop(50).push(4, 60).pop(90).pop(100).push(5, 100).pop(110);
+  Slots t2;
+  t2.push(6, 5).pop(95);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(1).frame(1, t1).frame(2, t2).save("nesting_self.tprof"), {}, &c);
+  const test::Collected& p = c[1];
+  CHECK(p.events.size() == 6);
+  CHECK(find(p, "outer").self_ns == 100 - 40 - 30);  // its direct children, not the grandchild
   CHECK(find(p, "child1").self_ns == 40 - 10);
   CHECK(find(p, "grandchild").self_ns == 10);
-  CHECK(p.events_list[find(p, "child1").parent].name == "outer");
-  CHECK(p.events_list[find(p, "grandchild").parent].name == "child1");
+  CHECK(find(p, "child2").self_ns == 30);
   // A range starting where another ends is a sibling, not a child.
-  CHECK(find(p, "tail").parent == -1);
+  CHECK(find(p, "tail").self_ns == 10);
   // Other threads never nest into this one.
-  CHECK(find(p, "other_thread").parent == -1);
   CHECK(find(p, "other_thread").self_ns == 90);
+  CHECK(find(p, "other_thread").tid == 2);
+  CHECK(op(run, "outer")->self_cpu_ns == 30);
+  CHECK(op(run, "outer")->cpu_total_ns == 100);
 }
 
 TEST_CASE("nesting: partial overlaps are not children; identical ranges nest once") {
-  Process p;
-  p.events_list = {range("a", 1, 0, 50), range("b", 1, 40, 80), range("c", 1, 45, 48),
-                   range("same1", 2, 0, 10), range("same2", 2, 0, 10)};
-  compute_nesting(p);
-  CHECK(find(p, "b").parent == -1);
-  CHECK(find(p, "a").self_ns == 50);  // b only overlaps a; c's innermost container is b
-  CHECK(p.events_list[find(p, "c").parent].name == "b");
-  CHECK(find(p, "b").self_ns == 40 - 3);
-  const Event& s2 = find(p, "same2");
-  CHECK(p.events_list[s2.parent].name == "same1");
+  // Thread 1: start/end ranges a [0,50] and b [40,80], and a pushed c [45,48] inside b.
+  // a ends while b, opened inside it, is open: b is left to what is around a (nothing).
+  Slots t1;
+  t1.str(1, "a").str(2, "b").str(3, "c").str(4, "same1").str(5, "same2");
+  t1.rec(Kind::kStart, 1, 0, 1).rec(Kind::kStart, 2, 40, 2).push(3, 45).pop(48);
+  t1.rec(Kind::kEnd, 0, 50, 1).rec(Kind::kEnd, 0, 80, 2);
+  // Thread 2: two start/end ranges over the same [0,10].
+  Slots t2;
+  start_end(t2, 4, 3, 0, 10);
+  start_end(t2, 5, 4, 0, 10);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(1).frame(1, t1).frame(2, t2).save("nesting_overlap.tprof"), {}, &c);
+  const test::Collected& p = c[1];
+  CHECK(find(p, "a").self_ns == 50);      // b only overlaps a; c's innermost container is b
+  CHECK(find(p, "b").self_ns == 40 - 3);  // c is b's child
+  CHECK(find(p, "c").self_ns == 3);
+  CHECK_FALSE(find(p, "a").push_pop);
+  // Identical intervals: the one read first holds the other (it ends last on the tie).
+  CHECK(find(p, "same2").self_ns == 10);
   CHECK(find(p, "same1").self_ns == 0);
+  CHECK(op(run, "same1")->self_cpu_ns == 0);
+  CHECK(op(run, "same2")->self_cpu_ns == 10);
 }
 
 TEST_CASE("nesting: self time never negative with overlapping children") {
-  Process p;
-  p.events_list = {range("parent", 1, 0, 10), range("x", 1, 0, 8), range("y", 1, 2, 10)};
-  compute_nesting(p);
-  for (const Event& e : p.events_list) CHECK(e.self_ns >= 0);
+  // parent [0,10] holds x [0,8]; y [2,10] opens inside x, which leaves it to parent when
+  // it ends: parent's children are 8 + 8 = 16 ns of its 10, its self time 0, not -6.
+  Slots s;
+  s.str(1, "parent").str(2, "x").str(3, "y");
+  s.rec(Kind::kStart, 1, 0, 1).rec(Kind::kStart, 2, 0, 2).rec(Kind::kStart, 3, 2, 3);
+  s.rec(Kind::kEnd, 0, 8, 2).rec(Kind::kEnd, 0, 10, 3).rec(Kind::kEnd, 0, 10, 1);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(1).frame(1, s).save("nesting_negative.tprof"), {}, &c);
+  REQUIRE(c[1].events.size() == 3);
+  for (const Event& e : c[1].events) CHECK(e.self_ns >= 0);
+  CHECK(find(c[1], "parent").self_ns == 0);
+  CHECK(find(c[1], "x").self_ns == 8);
+  CHECK(find(c[1], "y").self_ns == 8);
+  for (const OpStats& o : run.ops) CHECK(o.self_cpu_ns >= 0);
 }
 
 TEST_CASE("steps: range markers, events by start, ops from recorded steps only") {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 7;
-  p.events_list = {range("ProfilerStep#0", 1, 0, 100),   range("work", 1, 10, 20),
-                   range("ProfilerStep#1", 1, 100, 200), range("work", 1, 110, 150),
-                   range("ProfilerStep#2", 1, 200, 300), range("work", 1, 210, 215),
-                   range("before_nothing", 2, 250, 260), mark("ping", 1, 220)};
+  // Thread 1: ProfilerStep#0 [0,100] { work [10,20] }, ProfilerStep#1 [100,200]
+  // { work [110,150] }, ProfilerStep#2 [200,300] { work [210,215], mark ping at 220 };
+  // thread 2: before_nothing [250,260].
+  Slots t1;
+  t1.str(1, "ProfilerStep#0").str(2, "ProfilerStep#1").str(3, "ProfilerStep#2").str(4, "work").str(5, "ping");
+  t1.str(6, "before_nothing");
+  t1.push(1, 0).push(4, 10).pop(20).pop(100);
+  t1.push(2, 100).push(4, 110).pop(150).pop(200);
+  t1.push(3, 200).push(4, 210).pop(215).rec(Kind::kMark, 5, 220).pop(300);
+  Slots t2;
+  t2.push(6, 250).pop(260);
   AnalysisOptions options;
   options.schedule = Schedule{.wait = 1, .warmup = 0, .active = 2};
-  analyse(run, options);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(7).frame(1, t1).frame(2, t2).save("steps_ranges.tprof"),
+                                options, &c);
+  const Process& p = run.processes.at(0);
   REQUIRE(p.steps.size() == 3);
   CHECK(p.steps[0].name == "ProfilerStep#0");
-  CHECK(p.steps[1].start_ns == 100);
+  CHECK(p.steps[0].marker);
+  CHECK(p.steps[1].start_ns == kEpoch + 100);
   CHECK(p.steps[1].dur_ns == 100);
   CHECK(p.steps[0].action == StepAction::kNone);
   CHECK(p.steps[1].action == StepAction::kRecord);
@@ -108,8 +141,14 @@ TEST_CASE("steps: range markers, events by start, ops from recorded steps only")
   CHECK(p.steps[0].cycle == -1);
   CHECK(p.steps[1].cycle == 0);
   CHECK(p.steps[2].cycle == 0);
-  CHECK(find(p, "before_nothing").step == 2);  // other threads belong by time
-  CHECK(find(p, "ping").step == 2);
+  CHECK(find(c[7], "before_nothing").step == 2);  // other threads belong by time
+  CHECK(find(c[7], "ping").step == 2);
+  CHECK(find(c[7], "ping").kind == EventKind::kMark);
+  CHECK(find(c[7], "work", 110).step == 1);
+  // Only the recorded steps' events reach the traces.
+  CHECK(c[7].named("work").size() == 2);
+  CHECK(c[7].named("ProfilerStep#0").empty());
+  for (const EventIds& ids : c[7].ids) CHECK(ids.cycle == 0);
 
   const OpStats* work = op(run, "work");
   REQUIRE(work);
@@ -125,40 +164,48 @@ TEST_CASE("steps: range markers, events by start, ops from recorded steps only")
 }
 
 TEST_CASE("steps: mark-only markers span to the next marker; no schedule = one cycle") {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.events_list = {mark("ProfilerStep#0", 1, 0), range("a", 1, 5, 10), mark("ProfilerStep#1", 1, 50),
-                   range("b", 1, 60, 70), range("c", 1, 90, 120)};
-  analyse(run, {});
+  Slots s;
+  s.str(1, "ProfilerStep#0").str(2, "ProfilerStep#1").str(3, "a").str(4, "b").str(5, "c");
+  s.rec(Kind::kMark, 1, 0).push(3, 5).pop(10).rec(Kind::kMark, 2, 50).push(4, 60).pop(70).push(5, 90).pop(120);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(7).frame(1, s).save("steps_marks.tprof"), {}, &c);
+  const Process& p = run.processes.at(0);
   REQUIRE(p.steps.size() == 2);
   CHECK(p.steps[0].dur_ns == 50);
-  CHECK(p.steps[1].start_ns == 50);
+  CHECK(p.steps[0].marker_is_mark);
+  CHECK(p.steps[1].start_ns == kEpoch + 50);
   CHECK(p.steps[1].dur_ns == 70);  // until the process's last event
   CHECK(p.steps[0].action == StepAction::kRecord);
   CHECK(p.steps[1].action == StepAction::kRecordAndSave);
   CHECK(p.steps[0].cycle == 0);
   CHECK(p.steps[1].cycle == 0);
   CHECK(cycle_count(p) == 1);
-  CHECK(find(p, "c").step == 1);
+  CHECK(find(c[7], "c").step == 1);
+  CHECK(find(c[7], "a").step == 0);
   CHECK(op(run, "ProfilerStep*") == nullptr);
+  REQUIRE(op(run, "c"));
   CHECK(op(run, "c")->calls == 1);
 }
 
 TEST_CASE("steps: no markers make one implicit step; a custom regex picks markers") {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.events_list = {range("iter", 1, 0, 10), range("iter", 1, 10, 20), range("x", 1, 12, 14)};
-  analyse(run, {});
-  REQUIRE(p.steps.size() == 1);
-  CHECK(p.steps[0].name.empty());
-  CHECK(p.steps[0].marker == -1);
-  CHECK(p.steps[0].action == StepAction::kRecordAndSave);
+  Slots s;
+  s.str(1, "iter").str(2, "x").push(1, 0).pop(10).push(1, 10).push(2, 12).pop(14).pop(20);
+  const std::string path = test::Captures().process(7).frame(1, s).save("steps_custom.tprof");
+  Run run = test::analyse(path);
+  REQUIRE(run.processes.at(0).steps.size() == 1);
+  const Step& only = run.processes[0].steps[0];
+  CHECK(only.name.empty());
+  CHECK_FALSE(only.marker);
+  CHECK(only.action == StepAction::kRecordAndSave);
+  CHECK(only.start_ns == kEpoch);
+  CHECK(only.dur_ns == 20);
   CHECK(op(run, "iter")->calls == 2);
 
   AnalysisOptions custom;
   custom.step_marker = "^iter$";
   custom.schedule = Schedule{.wait = 0, .warmup = 0, .active = 1};
-  analyse(run, custom);
+  run = test::analyse(path, custom);
+  const Process& p = run.processes.at(0);
   REQUIRE(p.steps.size() == 2);
   CHECK(p.steps[1].name == "iter");
   CHECK(p.steps[1].index == 1);
@@ -167,7 +214,7 @@ TEST_CASE("steps: no markers make one implicit step; a custom regex picks marker
   CHECK(cycle_count(p) == 2);
 
   custom.step_marker = "([";
-  CHECK_THROWS_AS(analyse(run, custom), InputError);
+  CHECK_THROWS_AS(test::analyse(path, custom), InputError);
 }
 
 TEST_CASE("steps: a marker pattern that is a plain prefix matches as the regex does; others run the regex") {
@@ -187,14 +234,13 @@ TEST_CASE("steps: a marker pattern that is a plain prefix matches as the regex d
 }
 
 TEST_CASE("steps: a process ending inside RECORD still closes its cycle") {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  for (int k = 0; k < 3; ++k) {
-    p.events_list.push_back(range("ProfilerStep#" + std::to_string(k), 1, k * 10, k * 10 + 10));
-  }
+  Slots s;
+  for (uint32_t k = 0; k < 3; ++k) s.str(k + 1, "ProfilerStep#" + std::to_string(k)).push(k + 1, k * 10).pop(k * 10 + 10);
   AnalysisOptions options;
   options.schedule = Schedule{.wait = 0, .warmup = 1, .active = 3};
-  analyse(run, options);
+  const Run run = test::analyse(test::Captures().process(7).frame(1, s).save("steps_short.tprof"), options);
+  const Process& p = run.processes.at(0);
+  REQUIRE(p.steps.size() == 3);
   CHECK(p.steps[0].action == StepAction::kWarmup);
   CHECK(p.steps[2].action == StepAction::kRecord);
   CHECK(p.steps[1].cycle == 0);

@@ -3,13 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <thread>
 
 #include "analysis_capture_builder.h"
 #include "reading/capture_scan.h"
-#include "analysis/decode.h"
-#include "analysis/stream_table.h"
+#include "engine_test_util.h"
 
 namespace torchprof {
 
@@ -89,30 +89,32 @@ TEST_CASE("decoded frames: left after a few frames, the thread stops") {
   CHECK(again.next()->header.seq == 1);
 }
 
-TEST_CASE("decoded frames: decode and the streamed table read all 40 frames") {
+TEST_CASE("decoded frames: the engine reads all 40 frames") {
   const std::string path = many_frames("many_frames_decode.tprof");
-  Run run = decode_capture_file(path);
+  std::map<int, test::Collected> collected;
+  Run run = test::analyse(path, {}, &collected);
   REQUIRE(run.processes.size() == 1);
   const Process& p = run.processes[0];
-  REQUIRE(p.events_list.size() == kFrames - 2);
+  CHECK(p.cpu_events == kFrames - 2);
+  const std::vector<Event>& events = collected[9].events;
+  REQUIRE(events.size() == kFrames - 2);
   size_t i = 0;
   for (uint32_t k = 0; k < kFrames; ++k) {
     if (k == 7 || k == 23) continue;
-    CHECK(p.events_list[i].name == range_name(k));
-    CHECK(p.events_list[i].start_ns == kReal + static_cast<int64_t>(2000 + 100 * k - kMono));
+    CHECK(events[i].name == range_name(k));
+    CHECK(events[i].start_ns == kReal + static_cast<int64_t>(2000 + 100 * k - kMono));
     ++i;
   }
   bool warned = false;
   for (const std::string& w : p.warnings) warned = warned || w.find("2 frames could not be decompressed") != std::string::npos;
   CHECK(warned);
-
-  std::string why;
-  std::optional<StreamedTable> streamed = stream_table(path, AnalysisOptions{}, &why);
-  REQUIRE(streamed);
-  CHECK(streamed->events == kFrames - 2);
   size_t rows = 0;
-  for (const OpStats& op : streamed->run.ops) rows += op.calls;
+  for (const OpStats& op : run.ops) rows += op.calls;
   CHECK(rows == kFrames - 2);
+  // The table alone reads the same.
+  const Run table = analyse_capture_file(path, AnalysisOptions{}, table_only_outputs());
+  REQUIRE(table.ops.size() == run.ops.size());
+  for (size_t r = 0; r < run.ops.size(); ++r) CHECK(table.ops[r].calls == run.ops[r].calls);
 }
 
 }  // namespace torchprof

@@ -6,12 +6,13 @@
 
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "analysis_capture_builder.h"
-#include "analysis/decode.h"
+#include "engine_test_util.h"
 #include "reading/frame_decode.h"
 #include "common/errors.h"
 #include "common/wire/frame_codec.h"
@@ -313,12 +314,13 @@ TEST_CASE("frame decode: captures of protocol 1 and 2 decode to the same events"
     b.chunk(capture::ChunkType::kConnClosed, 1, "");
     return b;
   };
-  Run v1 = decode_capture_file(build(1, wire::FrameEncoding::kZstdRaw).save("codec_v1.tprof"));
-  Run v2 = decode_capture_file(build(2, wire::FrameEncoding::kZstdDelta).save("codec_v2.tprof"));
+  std::map<int, test::Collected> c1, c2;
+  Run v1 = test::analyse(build(1, wire::FrameEncoding::kZstdRaw).save("codec_v1.tprof"), {}, &c1);
+  Run v2 = test::analyse(build(2, wire::FrameEncoding::kZstdDelta).save("codec_v2.tprof"), {}, &c2);
   REQUIRE(v1.processes.size() == 1);
   REQUIRE(v2.processes.size() == 1);
-  const auto& e1 = v1.processes[0].events_list;
-  const auto& e2 = v2.processes[0].events_list;
+  const auto& e1 = c1[100].events;
+  const auto& e2 = c2[100].events;
   REQUIRE(e1.size() == 50);
   REQUIRE(e2.size() == e1.size());
   for (size_t i = 0; i < e1.size(); ++i) {
@@ -326,10 +328,12 @@ TEST_CASE("frame decode: captures of protocol 1 and 2 decode to the same events"
     CHECK(e1[i].start_ns == e2[i].start_ns);
     CHECK(e1[i].end_ns == e2[i].end_ns);
   }
+  CHECK(v1.processes[0].cpu_events == 50);
+  CHECK(v2.processes[0].cpu_events == 50);
   CHECK(v2.processes[0].warnings.empty());
   // A capture from a newer protocol is refused with a clear message.
   std::string path = build(3, wire::FrameEncoding::kZstdDelta).save("codec_v3.tprof");
-  CHECK_THROWS_WITH_AS(decode_capture_file(path), doctest::Contains("wire protocol version 3"), InputError);
+  CHECK_THROWS_WITH_AS(analyse_capture_file(path, AnalysisOptions{}), doctest::Contains("wire protocol version 3"), InputError);
 }
 
 }  // namespace torchprof

@@ -7,34 +7,28 @@
 #include <string>
 #include <vector>
 
-#include "analysis/analysis.h"
+#include "analysis/engine.h"
+#include "process_capture.h"
 
 namespace torchprof {
 
 namespace {
 
-constexpr int64_t kT0 = 1'700'000'000'000'000'000;
-
 // `n` ranges one after another on one thread; range i lasts (i % 5 + 1) * 100 ns, so
-// durations repeat and the timeline's cut falls among equally long ranges.
-Run ranges(int n) {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 7;
-  p.exe = "/bin/app";
-  p.threads = {{.tid = 7, .name = "", .is_main = true}};
-  int64_t t = 0;
+// durations repeat and the timeline's cut falls among equally long ranges. The engine
+// keeps the `kept` longest slices (Run::timeline).
+Run ranges(int n, size_t kept) {
+  test::Slots s;
+  s.str(1, "r");
+  uint64_t t = 0;
   for (int i = 0; i < n; ++i) {
-    Event e;
-    e.name = "r";
-    e.tid = 7;
-    e.start_ns = kT0 + t;
-    e.end_ns = e.start_ns + (i % 5 + 1) * 100;
+    s.push(1, t).pop(t + static_cast<uint64_t>(i % 5 + 1) * 100);
     t += 1000;
-    p.events_list.push_back(e);
   }
-  analyse(run, AnalysisOptions{});
-  return run;
+  const std::string path = test::Captures().process(7).frame(7, s).save("html_ranges.tprof");
+  EngineOutputs outputs;
+  outputs.timeline = kept;
+  return analyse_capture_file(path, AnalysisOptions{}, outputs);
 }
 
 struct Kept {
@@ -60,13 +54,18 @@ std::vector<Kept> timeline(const Run& run, size_t max_events, uint64_t& omitted)
 
 TEST_CASE("report.html: the timeline keeps the longest events, the earliest among equals") {
   const int n = 5000;
-  const Run run = ranges(n);
+  const Run run = ranges(n, n);
   for (size_t limit : {size_t{12}, size_t{1001}, size_t{3}}) {
     CAPTURE(limit);
     uint64_t omitted = 0;
     const std::vector<Kept> kept = timeline(run, limit, omitted);
     REQUIRE(kept.size() == limit);
     CHECK(omitted == n - limit);
+    // The engine keeping only `limit` slices keeps the same ones, and counts the rest.
+    uint64_t omitted_by_engine = 0;
+    const std::vector<Kept> engine_kept = timeline(ranges(n, limit), n, omitted_by_engine);
+    REQUIRE(engine_kept.size() == limit);
+    CHECK(omitted_by_engine == n - limit);
     // Ranges of 500 ns are i % 5 == 4 (1000 of them); below them, 400 ns (i % 5 == 3).
     // The longest `limit`, ties to the earliest: range i starts at i * 1000 ns.
     std::vector<Kept> want;
@@ -80,6 +79,8 @@ TEST_CASE("report.html: the timeline keeps the longest events, the earliest amon
     for (size_t k = 0; k < limit; ++k) {
       CHECK(kept[k].start == want[k].start);
       CHECK(kept[k].dur == want[k].dur);
+      CHECK(engine_kept[k].start == want[k].start);
+      CHECK(engine_kept[k].dur == want[k].dur);
     }
   }
   uint64_t omitted = 1;

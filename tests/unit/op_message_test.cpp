@@ -9,11 +9,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "analysis/analysis.h"
 #include "analysis/op_message.h"
+#include "engine_test_util.h"
 #include "formats/folded_stacks.h"
 #include "formats/kineto_trace.h"
 #include "formats/table.h"
+#include "process_capture.h"
+#include "trace_files.h"
 
 namespace torchprof {
 namespace {
@@ -24,25 +31,63 @@ OpInfo parsed(std::string_view message, bool require_fields = true) {
   return *op;
 }
 
-Event range(const std::string& name, int64_t start, int64_t end, const std::string& domain = "") {
-  Event e;
-  e.name = name;
-  e.tid = 1;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.set_domain(domain);
-  return e;
+struct Range {
+  std::string name;
+  uint64_t start = 0;
+  uint64_t end = 0;
+  std::string domain;  // "" NVTX's default domain
+};
+
+Range range(const std::string& name, uint64_t start, uint64_t end, const std::string& domain = "") {
+  return {name, start, end, domain};
 }
 
-Run run_of(std::vector<Event> events) {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 42;
-  p.worker = "host_42";
-  p.threads.push_back({1, "main", true, 0, 0});
-  p.events_list = std::move(events);
-  classify_pytorch_ops(p);
-  return run;
+// A capture of process 42 (worker host_42) whose thread 1 pushes and pops `ranges`
+// (disjoint or nested) in time order, each name a string and each domain named once.
+std::string capture_of(const std::vector<Range>& ranges, const std::string& file) {
+  test::Slots s;
+  std::map<std::string, uint32_t> names;
+  std::map<std::string, uint16_t> domains;
+  for (const Range& r : ranges) {
+    if (names.emplace(r.name, static_cast<uint32_t>(names.size() + 1)).second) s.str(names[r.name], r.name);
+    if (!r.domain.empty() && domains.emplace(r.domain, static_cast<uint16_t>(domains.size() + 1)).second) {
+      const auto id = static_cast<uint32_t>(1000 + domains.size());
+      s.str(id, r.domain).rec(wire::Kind::kDomain, id, 0, 0, 0, domains[r.domain]);
+    }
+  }
+  // (time, pop before push, pushes: the longer first, pops: the later start first, index)
+  std::vector<std::tuple<uint64_t, int, int64_t, size_t>> order;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    order.emplace_back(r.start, 1, -static_cast<int64_t>(r.end), i);
+    order.emplace_back(r.end, 0, -static_cast<int64_t>(r.start), i);
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [ts, is_push, key, i] : order) {
+    const Range& r = ranges[i];
+    const uint16_t domain = r.domain.empty() ? 0 : domains[r.domain];
+    if (is_push) {
+      s.push(names[r.name], ts, domain);
+    } else {
+      s.pop(ts, domain);
+    }
+  }
+  return test::Captures().process(42, {}, "host").frame(1, s).save(file);
+}
+
+Run run_of(const std::vector<Range>& ranges, const AnalysisOptions& options = {},
+           std::map<int, test::Collected>* collected = nullptr) {
+  return test::analyse(capture_of(ranges, "op_ranges.tprof"), options, collected);
+}
+
+// The event the engine handed on that starts at monotonic `start`.
+const Event& at(const test::Collected& c, uint64_t start) {
+  for (const Event& e : c.events) {
+    if (e.start_ns == test::kEpoch + static_cast<int64_t>(start)) return e;
+  }
+  FAIL("no event at " << start);
+  static Event none;
+  return none;
 }
 
 const OpStats* row(const Run& run, const std::string& name, const std::string& shapes = "") {
@@ -180,24 +225,29 @@ TEST_CASE("plain names and malformed messages are not ops; nothing throws") {
 }
 
 TEST_CASE("op ranges become cpu_op rows named after the op; other ranges keep their names") {
-  Run run = run_of({
+  std::map<int, test::Collected> c;
+  const Run run = run_of({
       range("step", 0, 10'000),
       range("aten::addmm, seq = 1, op_id = 1", 100, 1'100),
       range("aten::addmm, seq = 2, op_id = 2", 2'000, 3'000),
       range("aten::mm", 4'000, 4'500, std::string(kPytorchOpsDomain)),  // the bootstrap's, no fields
       range("aten::mm, seq = 4", 5'000, 5'500, "my.domain"),          // another domain: a plain range
       range("load, seq = ", 6'000, 6'100),                            // malformed: the raw name
-  });
-  const Process& p = run.processes[0];
-  CHECK(p.events_list[1].op() != nullptr);
-  CHECK(p.events_list[1].name == "aten::addmm");
-  CHECK(p.events_list[1].op()->sequence == 1);
-  CHECK(p.events_list[3].op() != nullptr);
-  CHECK(p.events_list[4].op() == nullptr);
-  CHECK(p.events_list[5].op() == nullptr);
-  CHECK(p.events_list[5].name == "load, seq = ");
+  }, {}, &c);
+  const test::Collected& p = c[42];
+  REQUIRE(at(p, 100).op() != nullptr);
+  CHECK(at(p, 100).name == "aten::addmm");
+  CHECK(at(p, 100).op()->sequence == 1);
+  CHECK(at(p, 100).op()->op_id == 1);
+  CHECK(at(p, 2'000).op()->sequence == 2);
+  CHECK(at(p, 4'000).op() != nullptr);
+  CHECK(at(p, 4'000).name == "aten::mm");
+  CHECK(at(p, 5'000).op() == nullptr);
+  CHECK(at(p, 5'000).domain() == "my.domain");
+  CHECK(at(p, 6'000).op() == nullptr);
+  CHECK(at(p, 6'000).name == "load, seq = ");
+  CHECK(at(p, 0).self_ns == 10'000 - 2'000 - 500 - 500 - 100);
 
-  analyse(run, {});
   const OpStats* addmm = row(run, "aten::addmm");
   REQUIRE(addmm != nullptr);
   CHECK(addmm->kind == "cpu_op");
@@ -212,23 +262,21 @@ TEST_CASE("op ranges become cpu_op rows named after the op; other ranges keep th
 
 TEST_CASE("group by input shape: one row per (op, shapes), an Input Shapes column") {
   auto events = [] {
-    return std::vector<Event>{
+    return std::vector<Range>{
         range("aten::addmm, sizes = [[4], [8, 3], [3, 4], [], []]", 0, 1'000),
         range("aten::addmm, sizes = [[4], [8, 3], [3, 4], [], []]", 2'000, 3'000),
         range("aten::addmm, sizes = [[4], [16, 3], [3, 4], [], []]", 4'000, 7'000),
         range("outer", 8'000, 9'000),
     };
   };
-  Run plain = run_of(events());
-  analyse(plain, {});
+  const Run plain = run_of(events());
   REQUIRE(row(plain, "aten::addmm") != nullptr);
   CHECK(row(plain, "aten::addmm")->calls == 3);
   CHECK(make_table_rows(plain.ops, false, {}).shapes_width == 0);
 
-  Run grouped = run_of(events());
   AnalysisOptions options;
   options.group_by_input_shape = true;
-  analyse(grouped, options);
+  const Run grouped = run_of(events(), options);
   const OpStats* small = row(grouped, "aten::addmm", "[[4], [8, 3], [3, 4], [], []]");
   const OpStats* big = row(grouped, "aten::addmm", "[[4], [16, 3], [3, 4], [], []]");
   REQUIRE(small != nullptr);
@@ -254,13 +302,12 @@ TEST_CASE("group by input shape: one row per (op, shapes), an Input Shapes colum
 
 TEST_CASE("with stacks: rows keyed by their first frames, a left-aligned Source Location column") {
   const std::string fwd = "/w/train.py(21): forward; /w/train.py(40): <module>";
-  Run run = run_of({
+  const Run run = run_of({
       range("aten::addmm, stack = " + fwd, 0, 3'000),
       range("aten::addmm, stack = " + fwd, 4'000, 7'000),
       range("aten::addmm, stack = /w/eval.py(8): <module>", 8'000, 9'000),
       range("aten::relu", 9'500, 9'600, std::string(kPytorchOpsDomain)),
   });
-  analyse(run, {});
   int addmm_rows = 0;
   for (const OpStats& op : run.ops) addmm_rows += op.name == "aten::addmm";
   CHECK(addmm_rows == 2);
@@ -289,8 +336,7 @@ TEST_CASE("with stacks: rows keyed by their first frames, a left-aligned Source 
 
 TEST_CASE("long frames are cut at the front as torch's trim_path does") {
   std::string frame = "/very/long/path/" + std::string(100, 'd') + "/train.py(21): forward";
-  Run run = run_of({range("aten::mm, stack = " + frame, 0, 1'000)});
-  analyse(run, {});
+  const Run run = run_of({range("aten::mm, stack = " + frame, 0, 1'000)});
   const TableRows rows = make_table_rows(run.ops, false, {});
   CHECK(rows.source_width == 75);
   const std::string table = render_table(rows);
@@ -299,32 +345,29 @@ TEST_CASE("long frames are cut at the front as torch's trim_path does") {
 }
 
 TEST_CASE("folded stacks: outermost frame first, the op last, self time in whole microseconds") {
-  Run run = run_of({
+  const Run run = run_of({
       range("aten::addmm, stack = /w/t.py(21): forward; /w/t.py(40): <module>", 0, 3'400),
       range("aten::addmm, stack = /w/t.py(21): forward; /w/t.py(40): <module>", 4'000, 6'000),
       range("aten::t, stack = /w/t.py(21): forward; /w/t.py(40): <module>", 6'000, 6'500),  // < 1 µs
       range("aten::relu", 7'000, 9'000, std::string(kPytorchOpsDomain)),                 // no stack
   });
-  analyse(run, {});
   CHECK(render_folded_stacks(run) == "/w/t.py(40): <module>;/w/t.py(21): forward;aten::addmm 5\n");
-  Run none = run_of({range("aten::relu", 0, 9'000, std::string(kPytorchOpsDomain))});
-  analyse(none, {});
+  const Run none = run_of({range("aten::relu", 0, 9'000, std::string(kPytorchOpsDomain))});
   CHECK(render_folded_stacks(none).empty());
 }
 
 TEST_CASE("op ranges are cpu_op events in the trace with Kineto's argument names") {
-  Run run = run_of({
-      range("aten::addmm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4], []], stack = /w/t.py(5): f; /w/t.py(9): g",
-            1'000, 2'000),
-      range("forward", 0, 5'000),
-  });
-  analyse(run, {});
+  const std::string capture = capture_of(
+      {
+          range("aten::addmm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4], []], stack = /w/t.py(5): f; /w/t.py(9): g",
+                1'000, 2'000),
+          range("forward", 0, 5'000),
+      },
+      "op_trace.tprof");
   const auto dir = std::filesystem::temp_directory_path() / ("tp_op_trace_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  const std::vector<TraceFile> files = write_kineto_traces(run, {dir.string(), false, ""});
-  REQUIRE(files.size() == 1);
-  std::ifstream in(files[0].path);
-  const nlohmann::json trace = nlohmann::json::parse(in);
+  const test::Traced t = test::traced(capture, {}, {dir.string(), false});
+  REQUIRE(t.files.size() == 1);
+  const nlohmann::json trace = test::trace_json(t.files[0].path);
   std::filesystem::remove_all(dir);
   const nlohmann::json* op = nullptr;
   const nlohmann::json* annotation = nullptr;

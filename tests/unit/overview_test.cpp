@@ -8,57 +8,140 @@
 #include <limits>
 #include <random>
 
+#include <map>
+#include <tuple>
+
 #include "analysis/analysis.h"
+#include "analysis/engine.h"
 #include "analysis/overview.h"
 #include "formats/advice.h"
+#include "process_capture.h"
 
 namespace torchprof {
 
 namespace {
 
 constexpr int64_t kUs = 1000;
+constexpr int64_t kT0 = test::kEpoch;  // monotonic 0
 
-Event range(const char* name, int64_t start_us, int64_t end_us, uint32_t tid = 1) {
-  Event e;
-  e.name = name;
-  e.start_ns = start_us * kUs;
-  e.end_ns = end_us * kUs;
-  e.tid = tid;
-  return e;
+// What a thread records, in µs: a range pushed and popped, a start/end range (which may
+// overlap others without nesting), or a CUDA API call.
+struct Cpu {
+  enum Kind { kPushPop, kStartEnd, kRuntime, kDriver } kind = kPushPop;
+  std::string name;
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  uint64_t correlation = 0;
+  uint32_t tid = 1;
+};
+
+Cpu range(const char* name, int64_t start_us, int64_t end_us, uint32_t tid = 1) {
+  return {Cpu::kPushPop, name, start_us, end_us, 0, tid};
 }
 
-Event api(const char* name, int64_t start_us, int64_t end_us, uint64_t correlation, uint32_t tid = 1) {
-  Event e = range(name, start_us, end_us, tid);
-  e.kind = EventKind::kCudaRuntime;
-  e.correlation = correlation;
-  return e;
+Cpu start_end(const std::string& name, int64_t start_us, int64_t end_us, uint32_t tid = 1) {
+  return {Cpu::kStartEnd, name, start_us, end_us, 0, tid};
 }
 
-GpuEvent gpu(GpuKind kind, const char* name, int64_t start_us, int64_t end_us, uint64_t correlation,
-             uint32_t stream = 7) {
-  GpuEvent g;
+Cpu api(const char* name, int64_t start_us, int64_t end_us, uint64_t correlation, uint32_t tid = 1) {
+  return {Cpu::kRuntime, name, start_us, end_us, correlation, tid};
+}
+
+struct Gpu {
+  GpuKind kind = GpuKind::kKernel;
+  std::string name;  // kernels: the recorded name (copies and memsets are named by their kinds)
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  uint64_t correlation = 0;
+  uint32_t stream = 7;
+  uint64_t bytes = 0;
+  uint8_t copy_kind = 0, src_kind = 0, dst_kind = 3;  // memsets: of device memory
+};
+
+Gpu gpu(GpuKind kind, const char* name, int64_t start_us, int64_t end_us, uint64_t correlation,
+        uint32_t stream = 7) {
+  Gpu g;
   g.kind = kind;
   g.name = name;
-  g.start_ns = start_us * kUs;
-  g.end_ns = end_us * kUs;
+  g.start_us = start_us;
+  g.end_us = end_us;
   g.correlation = correlation;
   g.stream = stream;
   return g;
 }
 
-Run analysed(std::vector<Event> events, std::vector<GpuEvent> gpu_events) {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 7;
-  sort_events(events);
-  p.start_ns = events.front().start_ns;
-  for (const Event& e : events) p.end_ns = std::max(p.end_ns, e.end_ns);
-  p.events_list = std::move(events);
-  std::stable_sort(gpu_events.begin(), gpu_events.end(),
-                   [](const GpuEvent& a, const GpuEvent& b) { return a.start_ns < b.start_ns; });
-  p.gpu_events = std::move(gpu_events);
-  analyse(run, AnalysisOptions{});
-  return run;
+// The records of each thread in the order a program writes them: at one time, ends
+// first (the inner range first), then starts (the longer first), then API calls.
+std::map<uint32_t, test::Slots> thread_slots(const std::vector<Cpu>& events, std::map<std::string, uint32_t>& names) {
+  std::map<uint32_t, std::vector<std::tuple<int64_t, int, int64_t, size_t>>> order;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Cpu& e = events[i];
+    auto& o = order[e.tid];
+    if (e.kind == Cpu::kRuntime || e.kind == Cpu::kDriver) {
+      o.emplace_back(e.start_us * kUs, 2, 0, i);
+    } else {
+      o.emplace_back(e.start_us * kUs, 1, -e.end_us, i);
+      o.emplace_back(e.end_us * kUs, 0, -e.start_us, i);
+    }
+  }
+  std::map<uint32_t, test::Slots> out;
+  for (auto& [tid, records] : order) {
+    std::sort(records.begin(), records.end());
+    test::Slots& s = out[tid];
+    for (const auto& [ns, what, key, i] : records) {
+      const Cpu& e = events[i];
+      const auto ts = static_cast<uint64_t>(ns);
+      const uint32_t name = names.at(e.name);
+      switch (e.kind) {
+        case Cpu::kPushPop:
+          if (what == 1) {
+            s.push(name, ts);
+          } else {
+            s.pop(ts);
+          }
+          break;
+        case Cpu::kStartEnd:
+          s.rec(what == 1 ? wire::Kind::kStart : wire::Kind::kEnd, what == 1 ? name : 0, ts, i + 1);
+          break;
+        case Cpu::kRuntime:
+        case Cpu::kDriver:
+          s.api(name, ts, static_cast<uint64_t>(e.end_us * kUs), e.correlation, 211,
+                e.kind == Cpu::kRuntime ? wire::Kind::kCudaRuntime : wire::Kind::kCudaDriver);
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+// Process 7 of these events (names defined first, on thread 1) and GPU records (on the
+// activity thread, read last), through the engine.
+Run analysed(const std::vector<Cpu>& events, const std::vector<Gpu>& gpu_records) {
+  std::map<std::string, uint32_t> names;
+  test::Slots defs;
+  auto define = [&](const std::string& name) {
+    if (names.emplace(name, static_cast<uint32_t>(names.size() + 1)).second) defs.str(names[name], name);
+  };
+  for (const Cpu& e : events) define(e.name);
+  for (const Gpu& g : gpu_records) define(g.name);
+  std::map<uint32_t, test::Slots> threads = thread_slots(events, names);
+  test::Slots activity;
+  for (const Gpu& g : gpu_records) {
+    const auto start = static_cast<uint64_t>(g.start_us * kUs);
+    const auto end = static_cast<uint64_t>(g.end_us * kUs);
+    if (g.kind == GpuKind::kKernel) {
+      activity.kernel(names.at(g.name), start, end, g.correlation, g.stream);
+    } else {
+      activity.copy(g.kind == GpuKind::kMemcpy ? wire::Kind::kMemcpy : wire::Kind::kMemset, start, end, g.correlation,
+                    g.bytes, g.stream, g.copy_kind, g.src_kind, g.dst_kind);
+    }
+  }
+  test::Captures c;
+  c.process(7).frame(1, defs);
+  for (const auto& [tid, slots] : threads) c.frame(tid, slots);
+  c.frame(99, activity);
+  EngineOutputs outputs;  // the overview's records and CPU roles
+  return analyse_capture_file(c.save("overview.tprof"), AnalysisOptions{}, outputs);
 }
 
 // Thread 1, in µs:
@@ -73,20 +156,20 @@ Run analysed(std::vector<Event> events, std::vector<GpuEvent> gpu_events) {
 //       cudaLaunchKernel [120, 125] #4 -> k2     [130, 150] stream 7
 //       cudaLaunchKernel [126, 127] #5 -> k3     [190, 230] stream 7 (past the step's host end)
 Run worked_run() {
-  std::vector<Event> ev = {
+  std::vector<Cpu> ev = {
       range("ProfilerStep#0", 0, 100), range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 30),
       range("forward", 30, 90), api("cudaLaunchKernel", 40, 45, 1), api("cudaMemcpyAsync", 60, 62, 2),
       api("cudaMemsetAsync", 62, 63, 3), range("ProfilerStep#1", 100, 200), range("forward", 110, 150),
       api("cudaLaunchKernel", 120, 125, 4), api("cudaLaunchKernel", 126, 127, 5)};
-  GpuEvent copy = gpu(GpuKind::kMemcpy, "Memcpy HtoD (Pageable -> Device)", 65, 80, 2, 8);
+  Gpu copy = gpu(GpuKind::kMemcpy, "Memcpy HtoD (Pageable -> Device)", 65, 80, 2, 8);
   copy.bytes = 1 << 20;
   copy.copy_kind = 1;
   copy.src_kind = 1;
   copy.dst_kind = 3;
-  std::vector<GpuEvent> g = {gpu(GpuKind::kKernel, "k1", 50, 70, 1), copy,
+  std::vector<Gpu> g = {gpu(GpuKind::kKernel, "k1", 50, 70, 1), copy,
                              gpu(GpuKind::kMemset, "Memset (Device)", 88, 95, 3),
                              gpu(GpuKind::kKernel, "k2", 130, 150, 4), gpu(GpuKind::kKernel, "k3", 190, 230, 5)};
-  return analysed(std::move(ev), std::move(g));
+  return analysed(ev, g);
 }
 
 int64_t part(const StepBreakdown& s, BreakdownPart p) { return s.parts[p] / kUs; }
@@ -99,7 +182,7 @@ TEST_CASE("overview: breakdown by precedence, steps widened to the GPU work they
   REQUIRE(o.steps.size() == 2);
   // Step 0 keeps its host interval (its GPU work ends at 95); step 1 ends with k3 at 230.
   const StepBreakdown& s0 = o.steps[0];
-  CHECK(s0.start_ns == 0);
+  CHECK(s0.start_ns == kT0);
   CHECK(s0.dur_ns == 100 * kUs);
   // kernel [50,70] = 20; memcpy [65,80] less the kernel = 10; memset [88,95] = 7;
   // runtime [40,45] = 5 (the other two calls lie inside the kernel); DataLoader [0,30];
@@ -112,7 +195,7 @@ TEST_CASE("overview: breakdown by precedence, steps widened to the GPU work they
   CHECK(part(s0, kPartCpuExec) == 23);
   CHECK(part(s0, kPartOther) == 5);
   const StepBreakdown& s1 = o.steps[1];
-  CHECK(s1.start_ns == 100 * kUs);
+  CHECK(s1.start_ns == kT0 + 100 * kUs);
   CHECK(s1.dur_ns == 130 * kUs);
   // kernels [130,150] + [190,230] = 60; runtime 5 + 1; CPU exec [110,150] less those = 14;
   // other [100,110] + [150,190] = 50.
@@ -198,14 +281,14 @@ TEST_CASE("overview: launch statistics and copies") {
 TEST_CASE("overview: GPU work no runtime call of a step launched moves the first step's start as the plugin does") {
   // A driver call (the plugin reads only runtime calls) launches a kernel that ends at 10,
   // before step 0's own first kernel (50): step 0 starts at 10, not 0.
-  Event driver = api("cuLaunchKernel", 1, 2, 9);
-  driver.kind = EventKind::kCudaDriver;
-  std::vector<Event> ev = {range("ProfilerStep#0", 0, 100), driver, api("cudaLaunchKernel", 40, 45, 1)};
-  std::vector<GpuEvent> g = {gpu(GpuKind::kKernel, "triton", 5, 10, 9), gpu(GpuKind::kKernel, "k", 50, 70, 1)};
-  const Run run = analysed(std::move(ev), std::move(g));
+  Cpu driver = api("cuLaunchKernel", 1, 2, 9);
+  driver.kind = Cpu::kDriver;
+  std::vector<Cpu> ev = {range("ProfilerStep#0", 0, 100), driver, api("cudaLaunchKernel", 40, 45, 1)};
+  std::vector<Gpu> g = {gpu(GpuKind::kKernel, "triton", 5, 10, 9), gpu(GpuKind::kKernel, "k", 50, 70, 1)};
+  const Run run = analysed(ev, g);
   const Overview o = compute_overview(run);
   REQUIRE(o.steps.size() == 1);
-  CHECK(o.steps[0].start_ns == 10 * kUs);
+  CHECK(o.steps[0].start_ns == kT0 + 10 * kUs);
   CHECK(o.steps[0].dur_ns == 90 * kUs);
   // [10,50) before k (launched at 40, after the driver's kernel ended) and [70,100) after
   // it, with nothing more launched: host wait.
@@ -232,24 +315,27 @@ TEST_CASE("overview: interval helpers") {
 TEST_CASE("overview: parts sum to the step time on random runs") {
   std::mt19937_64 rng(27);
   for (int trial = 0; trial < 40; ++trial) {
-    std::vector<Event> ev;
-    std::vector<GpuEvent> g;
+    // Ranges on two threads that may overlap without nesting: start/end ranges.
+    std::vector<Cpu> ev;
+    std::vector<Gpu> g;
     uint64_t corr = 1;
     for (int s = 0; s < 4; ++s) {
       const int64_t base = s * 1000;
-      ev.push_back(range(("ProfilerStep#" + std::to_string(s)).c_str(), base, base + 1000));
+      ev.push_back(start_end("ProfilerStep#" + std::to_string(s), base, base + 1000));
       for (int i = 0; i < 6; ++i) {
         const int64_t start = base + static_cast<int64_t>(rng() % 900);
         const int64_t len = 1 + static_cast<int64_t>(rng() % 90);
-        ev.push_back(range(rng() % 3 ? "op" : "enumerate(DataLoader)#x.__next__", start, start + len, 1 + rng() % 2));
+        ev.push_back(start_end(rng() % 3 ? "op" : "enumerate(DataLoader)#x.__next__", start, start + len,
+                               static_cast<uint32_t>(1 + rng() % 2)));
         const int64_t at = start + len / 2;
-        ev.push_back(api("cudaLaunchKernel", at, at + 1, corr, 1 + rng() % 2));
+        ev.push_back(api("cudaLaunchKernel", at, at + 1, corr, static_cast<uint32_t>(1 + rng() % 2)));
         const int64_t gs = at + static_cast<int64_t>(rng() % 400);
         const GpuKind kind = static_cast<GpuKind>(rng() % 3);
         g.push_back(gpu(kind, "x", gs, gs + 1 + static_cast<int64_t>(rng() % 300), corr++, 7 + rng() % 2));
       }
     }
-    const Overview o = compute_overview(analysed(std::move(ev), std::move(g)));
+    const Overview o = compute_overview(analysed(ev, g));
+    REQUIRE(o.steps.size() == 4);
     int64_t prev_end = std::numeric_limits<int64_t>::min();
     for (const StepBreakdown& s : o.steps) {
       int64_t sum = 0;

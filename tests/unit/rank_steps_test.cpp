@@ -3,11 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "analysis/engine.h"
 #include "analysis/merge.h"
 #include "analysis/rank_steps.h"
 #include "common/errors.h"
 #include "formats/rank_table.h"
 #include "formats/summary_json.h"
+#include "process_capture.h"
 
 namespace torchprof {
 
@@ -31,7 +33,7 @@ Process ranked(int pid, std::optional<int> rank, std::vector<int64_t> step_ms, i
     s.name = "ProfilerStep#" + std::to_string(k);
     s.start_ns = t;
     s.dur_ns = step_ms[k] * kMs;
-    s.marker = static_cast<int32_t>(k);
+    s.marker = true;
     s.action = k < actions.size() ? actions[k] : StepAction::kRecord;
     t += s.dur_ns;
   }
@@ -192,22 +194,21 @@ TEST_CASE("rank steps: workers without a rank; the same rank in two inputs; worl
 }
 
 TEST_CASE("merge: ops add up, processes keep their input, repeated runs are refused") {
-  auto analysed = [](int pid, int64_t start, int calls) {
-    Run run;
-    run.command = {"./train"};
-    run.host = "node";
-    Process& p = run.processes.emplace_back();
-    p.pid = pid;
-    p.host = "node";
-    p.worker = "node_1";  // the same worker name in every run: traces must stay apart
-    p.start_ns = start;
-    for (int k = 0; k < calls; ++k) {
-      p.events_list.push_back(Event{.name = "ProfilerStep#" + std::to_string(k), .start_ns = start + k * 100,
-                                    .end_ns = start + k * 100 + 90});
-      p.events_list.push_back(Event{.name = "work", .start_ns = start + k * 100 + 10, .end_ns = start + k * 100 + 50});
+  // A run of one process on host "node" with `calls` steps of 90 ns from `start`, each
+  // holding a "work" range; every run names its worker node_1: traces must stay apart.
+  auto analysed = [](int pid, uint64_t start, int calls) {
+    test::Slots s;
+    s.str(100, "work");
+    for (uint32_t k = 0; k < static_cast<uint32_t>(calls); ++k) {
+      const uint64_t t = start + k * 100;
+      s.str(k + 1, "ProfilerStep#" + std::to_string(k)).push(k + 1, t).push(100, t + 10).pop(t + 50).pop(t + 90);
     }
-    analyse(run, AnalysisOptions{});
-    return run;
+    const std::string path = test::Captures()
+                                 .run_info(R"({"command":["./train"],"host":"node"})")
+                                 .process(pid, {"TORCHPROF_WORKER_NAME=node_1"}, "node")
+                                 .frame(static_cast<uint32_t>(pid), s)
+                                 .save("merge_" + std::to_string(pid) + "_" + std::to_string(start) + ".tprof");
+    return analyse_capture_file(path, AnalysisOptions{});
   };
   std::vector<Run> runs;
   runs.push_back(analysed(1, 1000, 3));

@@ -6,9 +6,10 @@
 #include <sstream>
 
 #include "analysis_capture_builder.h"
-#include "analysis/analysis.h"
+#include "analysis/engine.h"
 #include "formats/summary_json.h"
 #include "pipeline/outputs.h"
+#include "process_capture.h"
 
 namespace torchprof {
 
@@ -50,19 +51,20 @@ std::string read(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("summary: schema torchprof.summary/1 fields") {
-  Run run;
-  run.command = {"python", "train.py"};
-  Process& p = run.processes.emplace_back();
-  p.pid = 1;
-  p.worker = "h_1";
-  p.exit_signal = 9;
-  p.exit_code = 137;
-  p.events_list.push_back(Event{.name = "ProfilerStep#0", .start_ns = 10, .end_ns = 20});
-  analyse(run, {});
+  // Process 1 on host h, killed by signal 9, with one step range [10, 20].
+  test::Slots s;
+  s.str(1, "ProfilerStep#0").push(1, 10).pop(20);
+  const std::string path = test::Captures()
+                               .run_info(R"({"command":["python","train.py"],"host":"h"})")
+                               .process(1)
+                               .frame(1, s)
+                               .bye(30, wire::ExitKind::kSignal, 9)
+                               .save("summary_fields.tprof");
+  const Run run = analyse_capture_file(path, AnalysisOptions{});
   auto j = nlohmann::json::parse(render_summary_json(run, {"/o/traces/h_1.20.pt.trace.json"}, "/o"));
   CHECK(j["schema"] == "torchprof.summary/1");
   CHECK(j["command"] == nlohmann::json({"python", "train.py"}));
-  CHECK(j["exit_code"] == 0);
+  CHECK(j["exit_code"] == 137);  // no run end: the first process stands for the target
   CHECK(j["dropped_events"] == 0);
   CHECK(j["truncated"] == false);
   CHECK(j["processes_without_events"] == 0);
@@ -77,7 +79,7 @@ TEST_CASE("summary: schema torchprof.summary/1 fields") {
   CHECK(proc["threads"].is_array());
   const auto& step = j["steps"][0];
   CHECK(step["name"] == "ProfilerStep#0");
-  CHECK(step["start_ns"] == 10);
+  CHECK(step["start_ns"] == test::kEpoch + 10);
   CHECK(step["dur_ns"] == 10);
   CHECK(step["action"] == "record_and_save");
   CHECK(j["ops"][0]["name"] == "ProfilerStep*");

@@ -10,32 +10,28 @@
 
 #include "analysis_gpu_capture.h"
 #include "analysis/analysis.h"
-#include "analysis/decode.h"
 #include "formats/kineto_gpu.h"
 #include "formats/kineto_trace.h"
 #include "formats/stats.h"
 #include "formats/summary_json.h"
 #include "formats/table.h"
+#include "trace_files.h"
 
 namespace torchprof {
 
 namespace {
 
-struct StringSink : TraceSink {
-  std::string text;
-  void write(std::string_view bytes) override { text.append(bytes); }
-};
-
-Run gpu_run() {
-  Run run = decode_capture_file(test::gpu_nested_capture());
-  analyse(run, {});
-  return run;
+// The GPU capture through the engine, with every output and its trace.
+const test::Traced& gpu_traced() {
+  static const test::Traced t = test::traced(test::gpu_nested_capture(), {}, {test::trace_dir("trace_gpu"), false});
+  return t;
 }
 
-nlohmann::json trace_of(const Run& run) {
-  StringSink sink;
-  render_kineto_trace(run, run.processes[0], 0, "t", sink);
-  return nlohmann::json::parse(sink.text);
+const Run& gpu_run() { return gpu_traced().run; }
+
+nlohmann::json trace_of() {
+  REQUIRE(gpu_traced().files.size() == 1);
+  return test::trace_json(gpu_traced().files[0].path);
 }
 
 std::vector<nlohmann::json> with(const nlohmann::json& trace, const std::string& key, const std::string& value) {
@@ -49,8 +45,7 @@ std::vector<nlohmann::json> with(const nlohmann::json& trace, const std::string&
 }  // namespace
 
 TEST_CASE("trace gpu: kernels and copies on pid = device, tid = stream, with Kineto's args") {
-  Run run = gpu_run();
-  auto trace = trace_of(run);
+  auto trace = trace_of();
   REQUIRE(trace["deviceProperties"].size() == 1);
   CHECK(trace["deviceProperties"][0]["name"] == "Fake GPU");
   CHECK(trace["deviceProperties"][0]["numSms"] == 108);
@@ -93,7 +88,7 @@ TEST_CASE("trace gpu: kernels and copies on pid = device, tid = stream, with Kin
 }
 
 TEST_CASE("trace gpu: every flow start has one finish with the same id") {
-  auto trace = trace_of(gpu_run());
+  auto trace = trace_of();
   std::multiset<uint64_t> starts, finishes;
   for (const auto& f : with(trace, "cat", "ac2g")) {
     if (f["ph"] == "s") {
@@ -114,7 +109,7 @@ TEST_CASE("trace gpu: every flow start has one finish with the same id") {
 }
 
 TEST_CASE("trace gpu: [memory] instants and GPU process metadata") {
-  auto trace = trace_of(gpu_run());
+  auto trace = trace_of();
   auto memory = with(trace, "name", "[memory]");
   REQUIRE(memory.size() == 4);
   CHECK(memory[0]["args"]["Device Type"] == 1);
@@ -134,7 +129,7 @@ TEST_CASE("trace gpu: [memory] instants and GPU process metadata") {
 }
 
 TEST_CASE("summary gpu: devices, busy/idle, memory, drops") {
-  Run run = gpu_run();
+  const Run& run = gpu_run();
   auto j = nlohmann::json::parse(render_summary_json(run));
   CHECK(j["schema"] == "torchprof.summary/1");
   REQUIRE(j["gpu"]["devices"].size() == 1);
@@ -162,7 +157,7 @@ TEST_CASE("summary gpu: devices, busy/idle, memory, drops") {
 }
 
 TEST_CASE("table gpu: CUDA columns, sorted by CUDA total, trailer") {
-  Run run = gpu_run();
+  const Run& run = gpu_run();
   TableRows rows = make_table_rows(run.ops, run.has_gpu, {});
   CHECK(rows.sort_key == "cuda_time_total");
   REQUIRE_FALSE(rows.rows.empty());
@@ -173,7 +168,7 @@ TEST_CASE("table gpu: CUDA columns, sorted by CUDA total, trailer") {
 }
 
 TEST_CASE("stats: nsys-style kernel, API and memory summaries") {
-  Run run = gpu_run();
+  const Run& run = gpu_run();
   std::ostringstream out;
   render_stats(run, out);
   const std::string text = out.str();

@@ -1,62 +1,63 @@
+// The Kineto traces the engine writes (formats/kineto_trace.h) of hand-built captures:
+// the layout, relative timestamps, args and metadata, file names, gzip, External ids.
 #include <doctest/doctest.h>
-#include <zlib.h>
 
+#include <bit>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 
 #include "analysis/analysis.h"
-#include "formats/kineto_trace.h"
 #include "common/wire/wire.h"
+#include "formats/json_writer.h"
+#include "process_capture.h"
+#include "trace_files.h"
 
 namespace torchprof {
+
+using test::Slots;
+using wire::Kind;
 
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int64_t kT0 = 1'700'000'000'123'456'789;
+constexpr uint64_t kAt = 123'456'789;             // monotonic time of the first step
+constexpr int64_t kT0 = test::kEpoch + kAt;       // its epoch time
 
-struct StringSink : TraceSink {
-  std::string text;
-  void write(std::string_view bytes) override { text.append(bytes); }
-};
-
-Event range(const std::string& name, uint32_t tid, int64_t start, int64_t end) {
-  Event e;
-  e.name = name;
-  e.tid = tid;
-  e.start_ns = kT0 + start;
-  e.end_ns = kT0 + end;
-  return e;
+// Process 4242 (/usr/bin/python3.11 on host "host", rank 1 when `ranked`): two steps
+// given by marks "step" at 0 and 1000 (so ProfilerStep# ranges are synthesized), one per
+// cycle. Thread 4242 (main): forward [10,500], backward [1100,1600], "bad\xff utf8"
+// [1700,1800]; thread 4243 "loader": a range in domain "dom", category 3 "io", with a
+// double payload, [100,350].
+std::string sample_capture(bool ranked) {
+  Slots main;
+  main.str(1, "step").str(2, "forward").str(3, "backward").str(4, "bad\xff utf8").str(5, "tagged \"quoted\"\n");
+  main.str(6, "dom").str(7, "io").str(8, "loader");
+  main.rec(Kind::kDomain, 6, 0, 0, 0, 1).rec(Kind::kCategory, 7, 0, 3, 0, 1);
+  main.rec(Kind::kThreadStart, 0, kAt, 1).rec(Kind::kMark, 1, kAt).push(2, kAt + 10).pop(kAt + 500);
+  main.rec(Kind::kMark, 1, kAt + 1000).push(3, kAt + 1100).pop(kAt + 1600).push(4, kAt + 1700).pop(kAt + 1800);
+  Slots loader;
+  loader.rec(Kind::kThreadStart, 0, kAt + 100, 0).rec(Kind::kThreadName, 8, 0, 0, 0);
+  loader.rec(Kind::kPush, 5, kAt + 100, wire::make_attr(3, wire::PayloadType::kDouble), std::bit_cast<uint64_t>(2.5), 1)
+      .pop(kAt + 350, 1);
+  std::vector<std::string> env;
+  if (ranked) env.push_back("RANK=1");
+  return test::Captures()
+      .process(4242, env, "host", "/usr/bin/python3.11")
+      .frame(4242, main)
+      .frame(4243, loader)
+      .save(ranked ? "trace_sample_ranked.tprof" : "trace_sample.tprof");
 }
 
-// Two steps given by marks (so ProfilerStep# ranges are synthesized), one per cycle.
-Run sample_run() {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 4242;
-  p.exe = "/usr/bin/python3.11";
-  p.worker = "host_4242";
-  p.rank = 1;
-  p.threads = {{.tid = 4242, .name = "", .is_main = true}, {.tid = 4243, .name = "loader"}};
-  Event m0 = range("step", 4242, 0, 0);
-  m0.kind = EventKind::kMark;
-  Event m1 = range("step", 4242, 1000, 1000);
-  m1.kind = EventKind::kMark;
-  Event tagged = range("tagged \"quoted\"\n", 4243, 100, 350);
-  tagged.set_domain("dom");
-  tagged.set_category(3, "io");
-  tagged.payload_type = static_cast<uint8_t>(wire::PayloadType::kDouble);
-  tagged.payload = std::bit_cast<uint64_t>(2.5);
-  p.events_list = {m0, range("forward", 4242, 10, 500), tagged, m1,
-                   range("backward", 4242, 1100, 1600), range("bad\xff utf8", 4242, 1700, 1800)};
+AnalysisOptions sample_options() {
   AnalysisOptions options;
   options.step_marker = "^step$";
   options.schedule = Schedule{.wait = 0, .warmup = 0, .active = 1};
-  analyse(run, options);
-  return run;
+  return options;
+}
+
+test::Traced sample_traces(bool ranked, const std::string& dir) {
+  return test::traced(sample_capture(ranked), sample_options(), {test::trace_dir(dir), false});
 }
 
 nlohmann::json events_named(const nlohmann::json& trace, const std::string& name) {
@@ -70,20 +71,21 @@ nlohmann::json events_named(const nlohmann::json& trace, const std::string& name
 }  // namespace
 
 TEST_CASE("trace: Kineto layout, relative timestamps, args, metadata") {
-  Run run = sample_run();
-  const Process& p = run.processes[0];
+  const test::Traced t = sample_traces(true, "trace_layout");
+  const Process& p = t.run.processes.at(0);
   REQUIRE(cycle_count(p) == 2);
-  StringSink sink;
-  render_kineto_trace(run, p, 0, "t0", sink);
-  CHECK(sink.text.find("\"rank\": 1") != std::string::npos);  // HTA's regex
-  auto trace = nlohmann::json::parse(sink.text);
+  REQUIRE(t.files.size() == 2);
+  CHECK(t.files[0].cycle == 0);
+  const std::string text = test::trace_text(t.files[0].path);
+  CHECK(text.find("\"rank\": 1") != std::string::npos);  // HTA's regex
+  auto trace = nlohmann::json::parse(text);
   CHECK(trace["schemaVersion"] == 1);
   CHECK(trace["deviceProperties"].empty());
   CHECK(trace["displayTimeUnit"] == "ms");
   CHECK(trace["distributedInfo"]["rank"] == 1);
   CHECK(trace["distributedInfo"]["world_size"] == 2);
   CHECK(trace["baseTimeNanoseconds"] == kT0);
-  CHECK(trace["traceName"] == "t0");
+  CHECK(trace["traceName"] == t.files[0].path);
 
   auto forward = events_named(trace, "forward");
   REQUIRE(forward.size() == 1);
@@ -94,7 +96,7 @@ TEST_CASE("trace: Kineto layout, relative timestamps, args, metadata") {
   CHECK(forward[0]["ts"].get<double>() == doctest::Approx(0.010));
   CHECK(forward[0]["dur"].get<double>() == doctest::Approx(0.490));
   CHECK(forward[0]["args"]["External id"].is_number());
-  CHECK(sink.text.find("\"ts\": 0.010") != std::string::npos);
+  CHECK(text.find("\"ts\": 0.010") != std::string::npos);
 
   auto tagged = events_named(trace, "tagged \"quoted\"\n");
   REQUIRE(tagged.size() == 1);
@@ -127,51 +129,57 @@ TEST_CASE("trace: Kineto layout, relative timestamps, args, metadata") {
 }
 
 TEST_CASE("trace: invalid UTF-8 still yields valid JSON; no rank, no distributedInfo") {
-  Run run = sample_run();
-  run.processes[0].rank.reset();
-  StringSink sink;
-  render_kineto_trace(run, run.processes[0], 1, "t1", sink);
-  auto trace = nlohmann::json::parse(sink.text);
+  const test::Traced t = sample_traces(false, "trace_no_rank");
+  REQUIRE(t.files.size() == 2);
+  auto trace = test::trace_json(t.files[1].path);
   CHECK_FALSE(trace.contains("distributedInfo"));
   CHECK(events_named(trace, "bad\xEF\xBF\xBD utf8").size() == 1);
   CHECK(events_named(trace, "backward").size() == 1);
+  CHECK(events_named(trace, "ProfilerStep#1").size() == 1);
+  CHECK(trace["baseTimeNanoseconds"] == kT0 + 1000);  // the cycle's own start
 }
 
 TEST_CASE("trace: one file per process per cycle, torch's names, gzip") {
-  Run run = sample_run();
-  fs::path dir = fs::temp_directory_path() / "torchprof_unit" / "traces";
-  fs::remove_all(dir);
-  auto files = write_kineto_traces(run, {dir.string(), /*gzip=*/false, ""});
-  REQUIRE(files.size() == 2);
+  const std::string dir = test::trace_dir("traces");
+  const test::Traced t = test::traced(sample_capture(true), sample_options(), {dir, /*gzip=*/false});
+  REQUIRE(t.files.size() == 2);
   std::regex tb_name(R"(^(.*?)(\.\d+)?\.pt\.trace\.json(?:\.gz)?$)");
-  for (const TraceFile& f : files) {
+  for (const TraceFile& f : t.files) {
     std::string name = fs::path(f.path).filename().string();
     std::smatch m;
     REQUIRE(std::regex_match(name, m, tb_name));
     CHECK(m[1] == "host_4242");
-    std::ifstream in(f.path);
-    auto parsed = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    CHECK(f.worker == "host_4242");
+    CHECK(f.pid == 4242);
+    auto parsed = nlohmann::json::parse(test::trace_text(f.path), nullptr, /*allow_exceptions=*/false);
     CHECK(parsed.is_object());
   }
   // The cycle's end time names the file.
-  CHECK(fs::path(files[0].path).filename() ==
-        "host_4242." + std::to_string(kT0 + 1000) + ".pt.trace.json");
+  CHECK(fs::path(t.files[0].path).filename() == "host_4242." + std::to_string(kT0 + 1000) + ".pt.trace.json");
+  // No partial file is left behind.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 2);
   // A second write never overwrites the first.
-  auto again = write_kineto_traces(run, {dir.string(), false, ""});
-  CHECK(again[0].path != files[0].path);
+  const test::Traced again = test::traced(sample_capture(true), sample_options(), {dir, false}, /*clear_dir=*/false);
+  REQUIRE(again.files.size() == 2);
+  CHECK(again.files[0].path != t.files[0].path);
+  CHECK(fs::exists(t.files[0].path));
 
-  auto gz = write_kineto_traces(run, {dir.string(), /*gzip=*/true, "custom"});
+  // Gzipped, under another worker name (as pipeline/outputs.cpp names them once the run is read).
+  KinetoTraces traces({dir, /*gzip=*/true});
+  EngineOutputs outputs;
+  outputs.traces = traces.factory();
+  const Run run = analyse_capture_file(sample_capture(true), sample_options(), outputs);
+  const std::vector<TraceFile> gz =
+      traces.finish([&](const TraceFile&) { return trace_worker_name(run, run.processes.at(0), "custom"); });
   REQUIRE(gz.size() == 2);
   CHECK(gz[0].path.ends_with(".pt.trace.json.gz"));
   CHECK(fs::path(gz[0].path).filename().string().rfind("custom.", 0) == 0);
-  gzFile in = gzopen(gz[0].path.c_str(), "rb");
-  REQUIRE(in);
-  std::string text;
-  char buf[4096];
-  for (int n; (n = gzread(in, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-  gzclose(in);
-  auto trace = nlohmann::json::parse(text);
-  CHECK(events_named(trace, "forward").size() == 1);
+  CHECK(gz[0].worker == "custom");
+  size_t forward = 0;
+  for (const TraceFile& f : gz) forward += events_named(test::trace_json(f.path), "forward").size();
+  CHECK(forward == 1);
 }
 
 TEST_CASE("json: DecimalCounter counts up as std::to_string writes") {
@@ -192,21 +200,23 @@ TEST_CASE("json: DecimalCounter counts up as std::to_string writes") {
 }
 
 TEST_CASE("trace: External ids and Ev Idx count every annotation, across digit boundaries") {
-  Run run;
-  Process& p = run.processes.emplace_back();
-  p.pid = 77;
-  p.worker = "host_77";
-  p.threads = {{.tid = 77, .name = "", .is_main = true}};
+  // 1200 annotations on one thread, one after another: every hundredth a mark.
+  Slots s;
+  s.str(1, "a").str(2, "b");
   constexpr int kRanges = 1200;
   for (int i = 0; i < kRanges; ++i) {
-    Event e = range(i % 3 == 0 ? "a" : "b", 77, i * 10, i * 10 + 5);
-    if (i % 100 == 50) e.kind = EventKind::kMark;
-    p.events_list.push_back(e);
+    const uint32_t name = i % 3 == 0 ? 1 : 2;
+    const auto at = static_cast<uint64_t>(i) * 10;
+    if (i % 100 == 50) {
+      s.rec(Kind::kMark, name, at);
+    } else {
+      s.push(name, at).pop(at + 5);
+    }
   }
-  analyse(run, AnalysisOptions{});
-  StringSink sink;
-  render_kineto_trace(run, p, 0, "t", sink);
-  const nlohmann::json trace = nlohmann::json::parse(sink.text);
+  const test::Traced t = test::traced(test::Captures().process(77).frame(77, s).save("trace_ids.tprof"), {},
+                                      {test::trace_dir("trace_ids"), false});
+  REQUIRE(t.files.size() == 1);
+  const nlohmann::json trace = test::trace_json(t.files[0].path);
   uint64_t seen = 0;
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("cat", "") != "user_annotation") continue;

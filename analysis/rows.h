@@ -1,5 +1,5 @@
-// What the streamed table (analysis/stream_table.h) adds up per row, and how the
-// rows of its passes merge into the table's, in the order the full analysis gives them.
+// What the engine (analysis/engine.h) adds up per row of the table, and how the rows of
+// its passes merge into the run's, in the order they were first used.
 #pragma once
 
 #include <algorithm>
@@ -14,11 +14,11 @@
 
 #include "analysis/model.h"
 
-namespace torchprof::stream {
+namespace torchprof {
 
-// Where a row was first added to. The full analysis adds a process's events in
-// (thread, start, longer first) order, ties in the order they were read, then its GPU
-// records by start time (section 1), ties likewise.
+// Where a row was first added to: rows come in the order of their first use, a
+// process's events in (thread, start, longer first) order, ties in the order they were
+// read, then its GPU records by start time (section 1), ties likewise.
 struct FirstUse {
   size_t process = std::numeric_limits<size_t>::max();
   int section = 0;
@@ -30,7 +30,7 @@ struct FirstUse {
 };
 
 // What one row of a pass adds up.
-struct Stats {
+struct RowStats {
   uint64_t calls = 0;
   int64_t self_ns = 0;
   int64_t total_ns = 0;
@@ -39,7 +39,7 @@ struct Stats {
   FirstUse first;
   uint32_t mangled = 0;  // kernels: the string id of the first counted record's name
 
-  void add_use(const FirstUse& here) {
+  [[gnu::always_inline]] void add_use(const FirstUse& here) {
     if (calls == 0 || here.key() < first.key()) first = here;
   }
 };
@@ -49,10 +49,10 @@ struct Row {
   FirstUse first;
 };
 
-// The rows of a run, keyed as the full analysis keys them (op_row_key()).
+// The rows of a run, keyed by op_row_key().
 class Rows {
  public:
-  void add(const char* kind, const std::string& name, const Stats& st, const std::string& mangled = {}) {
+  void add(const char* kind, const std::string& name, const RowStats& st, const std::string& mangled = {}) {
     OpStats row;
     row.name = name;
     row.kind = kind;
@@ -60,7 +60,7 @@ class Rows {
   }
 
   // `row` holds the row's name, kind, and for cpu_op rows its shapes and stack.
-  void add(OpStats row, const Stats& st, const std::string& mangled = {}) {
+  void add(OpStats row, const RowStats& st, const std::string& mangled = {}) {
     if (st.calls == 0) return;
     auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
     if (fresh) {
@@ -81,7 +81,29 @@ class Rows {
     }
   }
 
-  // The rows in the order the full analysis first adds to them.
+  // Adds another pass's rows (of another process) to these.
+  void merge(Rows&& other) {
+    for (Row& o : other.rows_) {
+      auto [it, fresh] = index_.try_emplace(op_row_key(o.stats, o.stats.name), rows_.size());
+      if (fresh) {
+        rows_.push_back(std::move(o));
+        continue;
+      }
+      Row& r = rows_[it->second];
+      r.stats.calls += o.stats.calls;
+      r.stats.self_cpu_ns += o.stats.self_cpu_ns;
+      r.stats.cpu_total_ns += o.stats.cpu_total_ns;
+      r.stats.self_cuda_ns += o.stats.self_cuda_ns;
+      r.stats.cuda_total_ns += o.stats.cuda_total_ns;
+      if (o.first.key() < r.first.key()) {
+        r.first = o.first;
+        if (!o.stats.mangled.empty()) r.stats.mangled = o.stats.mangled;
+      }
+    }
+    other = Rows();
+  }
+
+  // The rows in the order of their first use.
   std::vector<OpStats> take() {
     std::stable_sort(rows_.begin(), rows_.end(),
                      [](const Row& x, const Row& y) { return x.first.key() < y.first.key(); });
@@ -95,4 +117,4 @@ class Rows {
   std::vector<Row> rows_;
 };
 
-}  // namespace torchprof::stream
+}  // namespace torchprof
