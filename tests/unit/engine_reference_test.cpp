@@ -35,19 +35,6 @@ constexpr uint64_t kReal = 1'700'000'000'000'000'000;
 
 std::string hello(int pid) { return test::hello_body(pid, 1, kMono, kReal, "/bin/app", {"app"}, "node1", {}); }
 
-std::string describe(const OpStats& op) {
-  return op.kind + " " + op.name + " calls=" + std::to_string(op.calls) + " self=" + std::to_string(op.self_cpu_ns) +
-         " total=" + std::to_string(op.cpu_total_ns) + " cuda=" + std::to_string(op.self_cuda_ns) + "/" +
-         std::to_string(op.cuda_total_ns) + (op.input_shapes.empty() ? "" : " shapes=" + op.input_shapes) +
-         (op.mangled.empty() ? "" : " mangled=" + op.mangled);
-}
-
-std::vector<std::string> rows(const std::vector<OpStats>& ops) {
-  std::vector<std::string> out;
-  for (const OpStats& op : ops) out.push_back(describe(op));
-  return out;
-}
-
 // Writes each thread's frames in order, the threads interleaved at random; `tid_of`
 // names a thread's index, `lose` drops a frame (its sequence number then shows a gap).
 void write_interleaved(CaptureBuilder& b, uint32_t conn, const std::vector<std::vector<Slots>>& frames,
@@ -78,15 +65,15 @@ struct RandomCaptures {
     everything.folded = true;
     const Run full = analyse_capture_file(path, options, everything);
     const Run table = analyse_capture_file(path, options, table_only_outputs());
-    CHECK(rows(table.ops) == rows(full.ops));
+    CHECK(test::table_text(table.ops) == test::table_text(full.ops));
     const test::ReferenceResult reference = test::reference_analysis(path, options);
     if (!reference.unambiguous) {
       ++ambiguous[reference.ambiguity];
       return;
     }
     ++compared;
-    const std::vector<std::string> engine_rows = rows(full.ops);
-    const std::vector<std::string> reference_rows = rows(reference.ops);
+    const std::vector<std::string> engine_rows = test::table_text(full.ops);
+    const std::vector<std::string> reference_rows = test::table_text(reference.ops);
     std::string first_difference;
     for (size_t i = 0; i < std::max(engine_rows.size(), reference_rows.size()) && first_difference.empty(); ++i) {
       const std::string a = i < engine_rows.size() ? engine_rows[i] : "(none)";

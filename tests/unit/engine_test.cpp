@@ -33,15 +33,7 @@ std::map<std::string, OpStats> by_kind_and_name(const Run& run) {
 }
 
 // The table, row by row in its order, as text.
-std::vector<std::string> table(const Run& run) {
-  std::vector<std::string> out;
-  for (const OpStats& op : run.ops) {
-    out.push_back(op.kind + " " + op.name + " calls=" + std::to_string(op.calls) + " self=" +
-                  std::to_string(op.self_cpu_ns) + " total=" + std::to_string(op.cpu_total_ns) + " cuda=" +
-                  std::to_string(op.self_cuda_ns) + "/" + std::to_string(op.cuda_total_ns));
-  }
-  return out;
-}
+std::vector<std::string> table(const Run& run) { return test::table_text(run.ops); }
 
 bool has_warning(const Process& p, const std::string& text) {
   for (const std::string& w : p.warnings) {

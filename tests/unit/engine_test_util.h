@@ -69,6 +69,22 @@ inline TraceSinkFactory collecting(std::map<int, Collected>& collected) {
   };
 }
 
+// A row as one line of text ("KIND NAME calls=… self=… total=… cuda=SELF/TOTAL", with
+// its shapes and mangled name when it has them), and a table as its rows in order: what
+// tests compare tables by.
+inline std::string row_text(const OpStats& op) {
+  return op.kind + " " + op.name + " calls=" + std::to_string(op.calls) + " self=" + std::to_string(op.self_cpu_ns) +
+         " total=" + std::to_string(op.cpu_total_ns) + " cuda=" + std::to_string(op.self_cuda_ns) + "/" +
+         std::to_string(op.cuda_total_ns) + (op.input_shapes.empty() ? "" : " shapes=" + op.input_shapes) +
+         (op.mangled.empty() ? "" : " mangled=" + op.mangled);
+}
+
+inline std::vector<std::string> table_text(const std::vector<OpStats>& ops) {
+  std::vector<std::string> out;
+  for (const OpStats& op : ops) out.push_back(row_text(op));
+  return out;
+}
+
 // Writes `bytes` (a CaptureBuilder's) to a file under the test directory; returns its path.
 inline std::string write_capture(const std::string& bytes, const std::string& name) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "torchprof_unit";
