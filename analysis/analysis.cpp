@@ -85,6 +85,21 @@ int32_t StepLocator::step_of(int64_t t, ptrdiff_t& cursor, bool restart) const {
   return -1;
 }
 
+void untangle_step_ranges(std::vector<MarkerEvent>& markers) {
+  for (size_t k = 0; k < markers.size(); ++k) {
+    MarkerEvent& m = markers[k];
+    if (m.mark || !m.start_end) continue;
+    for (size_t j = k + 1; j < markers.size() && markers[j].start_ns < m.end_ns; ++j) {
+      const MarkerEvent& next = markers[j];
+      if (next.mark || next.tid != m.tid || next.start_ns == m.start_ns) continue;
+      if (next.end_ns > m.end_ns) {  // begins inside m and ends after it: they intersect
+        m.end_ns = next.start_ns;
+        break;
+      }
+    }
+  }
+}
+
 std::vector<Step> steps_of_markers(const std::vector<MarkerEvent>& markers, int64_t start_ns, int64_t end_ns,
                                    bool recorded_anything, const std::optional<Schedule>& schedule) {
   std::vector<Step> steps = make_steps(markers, start_ns, end_ns, recorded_anything);

@@ -45,8 +45,16 @@ struct MarkerEvent {
   int64_t end_ns = 0;  // == start_ns for marks
   uint32_t tid = 0;
   bool mark = false;
+  bool start_end = false;  // a start/end range: its end is a time of its own, not a pop's
   std::string name;
 };
+
+// Step ranges of one thread never overlap, as torch.profiler's (each ends before the next
+// begins): a start/end step range that ends inside a later step range of its thread (the
+// Python bootstrap's steps, each turned to our clock on its own, can end a fraction of a
+// microsecond after the next began) ends where that one begins. Ranges that nest stay
+// as they are. `markers` in start order; their ends are moved in place.
+void untangle_step_ranges(std::vector<MarkerEvent>& markers);
 
 // The steps a process's step markers make (in start order), with the schedule's action
 // and cycle of each. Without markers, a process that recorded anything is one step over

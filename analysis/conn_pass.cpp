@@ -313,6 +313,8 @@ void ConnPass::start_record(const wire::Record& r, uint32_t tid, ThreadState& t)
     ++s.calls;
     s.total_ns += dur;
     s.self_ns += self;
+  } else {
+    st_.left_out(o.step);
   }
   emit_range(o, tid, end, self, unterminated, tid);
 }
@@ -409,6 +411,8 @@ void ConnPass::start_end_off_thread(const StartEndRange& se) {
     ++s.calls;
     s.total_ns += dur;
     s.self_ns += dur;
+  } else {
+    st_.left_out(o.step);
   }
   if (!se.ended) ++losses_.unterminated;
   emit_range(o, se.tid, se.end_ns, dur, !se.ended, se.end_tid);
@@ -469,12 +473,14 @@ void ConnPass::api_call(const wire::Record& r, uint32_t tid, ThreadState& t) {
     ++row.calls;
     row.total_ns += dur;
     row.self_ns += std::max<int64_t>(0, dur - held);
-    if (st_.wants.records && runtime) st_.roles[kRoleRuntime].add(start, end);
+    if (st_.wants.records && runtime && step >= 0) st_.roles[kRoleRuntime].add(start, end);
     if (st_.wants.stats) {
       const auto index = static_cast<size_t>(api_row);
       if (api_series_.size() <= index) api_series_.resize(index + 1);
       api_series_[index].add(static_cast<double>(dur));
     }
+  } else {
+    st_.left_out(step);
   }
   if (st_.wants.timeline != 0) timeline(tid, TimelineTrack::kCudaApi, 2, name, start, end);
   const int cycle = st_.cycle(step);
@@ -658,7 +664,8 @@ void ConnPass::timeline(uint32_t tid, TimelineTrack track, uint8_t category, Nam
                           uint32_t end_tid) {
   const RangeKind& k = *o.kind;
   if (o.counted) {
-    if (st_.wants.records && k.role <= kRoleCpuExec) st_.roles[k.role].add(o.start, end);
+    // The overview's step time breakdown: what the steps hold.
+    if (st_.wants.records && k.role <= kRoleCpuExec && o.step >= 0) st_.roles[k.role].add(o.start, end);
     if (st_.wants.stats) {
       RangeKind& mutable_kind = *o.kind;
       if (mutable_kind.series < 0) {

@@ -105,12 +105,23 @@ struct ProcessState {
   bool any_gpu = false;
   std::vector<std::string> late_warnings;   // after the run's own (launcher view, losses)
 
+  // Without a schedule (and without on-demand capture windows) what lies outside every
+  // step counts too, in the one cycle, as torch.profiler without a schedule records the
+  // whole run; with one it is left out and counted as such.
+  bool outside_counts = false;
+  uint64_t left_out_in_steps = 0;   // ranges, API calls and GPU records of steps not recorded
+  uint64_t left_out_outside = 0;    // those outside every step
+
   bool counted(int32_t step) const {
-    return step >= 0 && static_cast<size_t>(step) < steps.size() && recorded(steps[static_cast<size_t>(step)].action);
+    if (step < 0) return outside_counts && !steps.empty();
+    return static_cast<size_t>(step) < steps.size() && recorded(steps[static_cast<size_t>(step)].action);
   }
   int cycle(int32_t step) const {
-    return step >= 0 && static_cast<size_t>(step) < steps.size() ? steps[static_cast<size_t>(step)].cycle : -1;
+    if (step < 0) return outside_counts && !steps.empty() ? 0 : -1;
+    return static_cast<size_t>(step) < steps.size() ? steps[static_cast<size_t>(step)].cycle : -1;
   }
+  // A kept event of `step` that is not counted.
+  void left_out(int32_t step) { ++(step < 0 ? left_out_outside : left_out_in_steps); }
   uint32_t external_id(int cycle) {
     if (static_cast<size_t>(cycle) >= next_external_id.size()) next_external_id.resize(static_cast<size_t>(cycle) + 1, 0);
     return ++next_external_id[static_cast<size_t>(cycle)];

@@ -136,7 +136,11 @@ void ConnPass::unmatched(GpuEvent& g, uint32_t name_id) {
 }
 
 void ConnPass::count_gpu_row(const GpuEvent& g, uint32_t name_id, int32_t step) {
-  if (g.kind == GpuKind::kSync || !st_.counted(step)) return;
+  if (g.kind == GpuKind::kSync) return;
+  if (!st_.counted(step)) {
+    st_.left_out(step);
+    return;
+  }
   RowStats* row = nullptr;
   if (g.kind == GpuKind::kKernel) {
     row = &side_row(slot(name_id).kernel);

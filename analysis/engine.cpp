@@ -127,6 +127,7 @@ class ProcessAnalysis {
     Step& s = st->steps.emplace_back();
     s.action = options_.schedule ? schedule_action(*options_.schedule, 0) : StepAction::kRecordAndSave;
     s.cycle = recorded(s.action) ? 0 : -1;
+    proc.outside_steps_counted = !options_.schedule;  // nothing is outside its one step
     if (outputs_.traces) {
       // The process's span is learnt as it is read: its times are given from a second
       // before its connection (its first events come moments before it connects).
@@ -153,11 +154,12 @@ class ProcessAnalysis {
     std::unique_ptr<ProcessState> st = state(proc);
     st->scan = &scan_;
     st->steps = scan_.steps;
+    st->outside_counts = proc.outside_steps_counted = !options_.schedule && proc.capture_toggles.empty();
     st->locator = std::make_unique<StepLocator>(st->steps);
     if (ranged(options_.capture_range)) st->windows = &scan_.windows;
     proc.steps = scan_.steps;
     if (outputs_.traces) {
-      sink_ = outputs_.traces(proc, st->steps, 0);
+      sink_ = outputs_.traces(proc, st->steps, st->outside_counts ? scan_.start_ns : 0);
       st->trace = sink_.get();
     }
     for (size_t c = 0; c < conns_.size(); ++c) {
@@ -199,6 +201,8 @@ void finish_process(ProcessState& st) {
     return x.tid < y.tid;
   });
   proc.events = proc.cpu_events + st.gpu_events;
+  proc.left_out_in_steps = st.left_out_in_steps;
+  proc.left_out_outside_steps = st.left_out_outside;
   if (st.unmatched_gpu > 0) {
     st.late_warnings.push_back(std::to_string(st.unmatched_gpu) +
                                " GPU records have no recorded launching API call; they count in no range");
@@ -214,6 +218,8 @@ void finish_run(Run& run, std::vector<std::unique_ptr<ProcessState>>& states, co
     Process& proc = run.processes[i];
     ProcessState& st = *states[i];
     run.dropped_events += proc.dropped;
+    run.left_out_in_steps += proc.left_out_in_steps;
+    run.left_out_outside_steps += proc.left_out_outside_steps;
     note_buffer_losses(proc);
     if (!proc.loss_note.empty()) run.loss_notes.push_back("pid " + std::to_string(proc.pid) + ": " + proc.loss_note);
     proc.warnings.insert(proc.warnings.end(), st.late_warnings.begin(), st.late_warnings.end());

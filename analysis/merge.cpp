@@ -64,6 +64,8 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
     if (run.start_ns != 0) merged.start_ns = merged.start_ns == 0 ? run.start_ns : std::min(merged.start_ns, run.start_ns);
     merged.end_ns = std::max(merged.end_ns, run.end_ns);
     merged.dropped_events += run.dropped_events;
+    merged.left_out_in_steps += run.left_out_in_steps;
+    merged.left_out_outside_steps += run.left_out_outside_steps;
     merged.processes_without_events += run.processes_without_events;
     if (run.truncated && !merged.truncated) {
       merged.truncated = true;

@@ -295,6 +295,12 @@ struct Process {
   std::vector<ThreadInfo> threads;  // the main thread first, then by tid
   uint64_t cpu_events = 0;    // ranges, marks and CUDA API calls recorded
   std::vector<Step> steps;
+  // Whether what lies outside every step counts in the ops and the first trace (no
+  // schedule, no on-demand capture windows); else the ranges, API calls and GPU records
+  // left out, those of steps not recorded and those outside every step.
+  bool outside_steps_counted = false;
+  uint64_t left_out_in_steps = 0;
+  uint64_t left_out_outside_steps = 0;
   std::vector<std::string> warnings;
   // GPU side (CUPTI); API calls are CPU events.
   std::vector<GpuRecord> gpu_records;      // sorted by start_ns
@@ -405,7 +411,11 @@ struct Run {
   uint64_t truncated_at = 0;    // byte offset of the first unreadable chunk
   std::vector<std::string> warnings;
   std::vector<Process> processes;
-  std::vector<OpStats> ops;     // aggregated over recorded steps of every process
+  // Aggregated over the recorded steps of every process, and without a schedule over
+  // what lies outside every step too (Process::outside_steps_counted).
+  std::vector<OpStats> ops;
+  uint64_t left_out_in_steps = 0;       // sums of Process's
+  uint64_t left_out_outside_steps = 0;
   bool has_gpu = false;         // any GPU record (kernel, memcpy, memset, sync, memory) was decoded
   uint64_t cupti_dropped = 0;   // sum over processes
   std::vector<std::string> loss_notes;  // "pid N: <Process::loss_note>", one per process with one

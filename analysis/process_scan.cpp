@@ -30,6 +30,7 @@ struct Candidate {
   uint32_t name = 0;
   uint16_t domain = 0;
   bool mark = false;
+  int32_t start_end = -1;  // its index among its connection's start/end ranges (one on its thread)
 };
 
 struct ScanThread {
@@ -191,7 +192,9 @@ class ConnScanner {
   void start_end_candidates() {
     for (const SeqStart& s : se_seq_) {
       const StartEndRange& r = out_.start_ends[s.index];
-      if (may_match(r.name, r.domain, false)) candidate(r.tid, s.seq, r.start_ns, r.name, r.domain, false, r.end_ns);
+      if (!may_match(r.name, r.domain, false)) continue;
+      const int32_t c = candidate(r.tid, s.seq, r.start_ns, r.name, r.domain, false, r.end_ns);
+      if (r.on_thread()) candidates_[static_cast<size_t>(c)].start_end = static_cast<int32_t>(s.index);
     }
   }
 
@@ -267,7 +270,7 @@ class ConnScanner {
 
   int32_t candidate(uint32_t tid, uint64_t seq, int64_t ts, uint32_t name, uint16_t domain, bool mark,
                     int64_t end = kMinTs) {
-    candidates_.push_back({ts, end == kMinTs ? ts : end, seq, tid, index_, name, domain, mark});
+    candidates_.push_back({ts, end == kMinTs ? ts : end, seq, tid, index_, name, domain, mark, -1});
     return static_cast<int32_t>(candidates_.size() - 1);
   }
 
@@ -388,7 +391,16 @@ ProcessScan scan_process(CaptureReader& reader, const std::vector<const ConnInpu
   std::vector<MarkerEvent> marker_events;
   for (size_t i : found) {
     const Candidate& c = candidates[i];
-    marker_events.push_back({c.start, c.end, c.tid, c.mark, shown[i]});
+    marker_events.push_back({c.start, c.end, c.tid, c.mark, c.start_end >= 0, shown[i]});
+  }
+  // A step range that ends inside the next one of its thread ends where that one begins,
+  // for the pass (its nesting, its trace event) as for the step.
+  untangle_step_ranges(marker_events);
+  for (size_t k = 0; k < found.size(); ++k) {
+    const Candidate& c = candidates[found[k]];
+    if (c.start_end < 0) continue;
+    StartEndRange& se = scan.conns[c.conn].start_ends[static_cast<size_t>(c.start_end)];
+    se.end_ns = std::max(se.start_ns, std::min(se.end_ns, marker_events[k].end_ns));
   }
   const bool recorded = ranged ? any_event && !scan.windows.empty() : any_event;
   scan.steps = steps_of_markers(marker_events, scan.start_ns, scan.end_ns, recorded, options.schedule);

@@ -32,7 +32,8 @@ struct LaunchIds {
 class ProcessTraceSink {
  public:
   virtual ~ProcessTraceSink() = default;
-  // A range (once it ended), a mark or a CUDA API call (once it returned) of a recorded step.
+  // A range (once it ended), a mark or a CUDA API call (once it returned) of a recorded
+  // step, or, without a schedule, of none (then in the first cycle).
   virtual void event(const Event& e, const EventIds& ids) = 0;
   // A GPU record of a recorded step (kernel, memcpy, memset, sync); `device`: the
   // properties of its device, when they were read before it.
@@ -48,7 +49,9 @@ class ProcessTraceSink {
 // Makes the sink of a process. `proc` holds its identity (pid, worker, rank, exe); `steps`
 // its steps when they are known before the pass. Without them the process is one step
 // whose span the pass learns as it goes, and `base_ns` is a time before any of its events
-// that the trace's times can be given from.
+// that the trace's times can be given from. With them, a `base_ns` other than 0 is the
+// process's first time: events outside every step count (Process::outside_steps_counted)
+// and the first cycle's trace begins there.
 using TraceSinkFactory = std::function<std::unique_ptr<ProcessTraceSink>(
     const Process& proc, const std::vector<Step>& steps, int64_t base_ns)>;
 

@@ -192,6 +192,8 @@ class CycleWriter {
   }
 
   void event(const Event& e, const EventIds& ids) {
+    extent_.start = std::min(extent_.start, e.start_ns);
+    extent_.end = std::max(extent_.end, e.end_ns);
     begin_event();
     max_external_id_ = std::max(max_external_id_, ids.external_id);
     if (e.kind == EventKind::kMark) {
@@ -205,6 +207,8 @@ class CycleWriter {
   }
 
   void gpu(const GpuEvent& g, const LaunchIds& launch, const GpuDevice* device) {
+    extent_.start = std::min(extent_.start, g.start_ns);
+    extent_.end = std::max(extent_.end, g.end_ns);
     if (launch.first) {
       begin_value();
       kineto::append_flow(out_, /*start=*/true, g.correlation, pid_, launch.tid, launch.start_ns, base_);
@@ -222,16 +226,26 @@ class CycleWriter {
   // The rest of the trace, its name, and the file's close. `proc` is complete.
   void finish(const Run& run, const Process& proc) {
     resume();
-    const CycleSpan span = span_of(proc.steps, cycle_);
+    CycleSpan span = span_of(proc.steps, cycle_);
+    // What lies outside every step is in the first cycle's trace: its span holds it.
+    const bool outside = proc.outside_steps_counted && cycle_ == 0;
     const uint32_t main_tid = proc.threads.empty() ? static_cast<uint32_t>(proc.pid) : proc.threads.front().tid;
     for (const MemoryEvent& m : proc.memory_events) {
-      if (m.step < 0 || static_cast<size_t>(m.step) >= proc.steps.size() || proc.steps[m.step].cycle != cycle_) continue;
+      const bool in_cycle = m.step < 0 ? outside
+                                       : static_cast<size_t>(m.step) < proc.steps.size() && proc.steps[m.step].cycle == cycle_;
+      if (!in_cycle) continue;
+      extent_.start = std::min(extent_.start, m.ts_ns);
+      extent_.end = std::max(extent_.end, m.ts_ns);
       begin_value();
       kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
       flush();
     }
     for (const Step& s : proc.steps) {
       if (s.cycle == cycle_ && needs_synthetic_step(s)) synthetic_step(s);
+    }
+    if (outside && !proc.steps.empty()) {
+      span.start = std::min(span.start, extent_.start);
+      span.end = std::max(span.end, extent_.end);
     }
     metadata(proc, span);
     const std::string worker = sanitize(proc.worker);
@@ -566,6 +580,7 @@ class CycleWriter {
   json::Buffer out_{kBlockBytes};  // filled to kFlushBytes, then handed on
   bool first_ = true;
   uint32_t max_external_id_ = 0;
+  CycleSpan extent_;  // of the events written
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
 };
@@ -600,6 +615,8 @@ class ProcessTraces : public ProcessTraceSink {
       if (!steps_.empty()) {
         const CycleSpan span = span_of(steps_, cycle);
         base = span.start != std::numeric_limits<int64_t>::max() ? span.start : proc_.start_ns;
+        // Events outside every step are in the first cycle: it begins with the process.
+        if (base_ns_ != 0 && cycle == 0) base = std::min(base, base_ns_);
       }
       make_room();
       it = writers_.emplace(cycle, std::make_unique<CycleWriter>(state_, proc_, cycle, base)).first;

@@ -50,6 +50,9 @@ Json process_json(const Process& p) {
           {"end_ns", p.end_ns},
           {"steps", p.steps.size()},
           {"cycles", cycle_count(p)},
+          {"outside_steps_counted", p.outside_steps_counted},
+          {"left_out_in_steps", p.left_out_in_steps},
+          {"left_out_outside_steps", p.left_out_outside_steps},
           {"threads", std::move(threads)},
           {"warnings", p.warnings},
           {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
@@ -282,6 +285,8 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["steps"] = steps_json(run);
   j["capture_windows"] = capture_windows_json(run);
   j["ops"] = ops_json(run);
+  j["left_out_in_steps"] = run.left_out_in_steps;
+  j["left_out_outside_steps"] = run.left_out_outside_steps;
   j["cupti_dropped"] = run.cupti_dropped;
   uint64_t incomplete = 0;
   uint64_t unreadable = 0;

@@ -195,6 +195,14 @@ TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
   return t;
 }
 
+std::string left_out_line(const TableRows& t) {
+  const uint64_t total = t.left_out_in_steps + t.left_out_outside_steps;
+  if (total == 0) return {};
+  return "Not in the table: " + std::to_string(total) + " ranges, API calls and GPU records outside the recorded steps (" +
+         std::to_string(t.left_out_in_steps) + " in steps not recorded, " + std::to_string(t.left_out_outside_steps) +
+         " outside every step)\n";
+}
+
 std::string render_table(const TableRows& t) {
   const std::vector<Column> cols = columns(t);
   std::string rule(t.name_width, '-');
@@ -244,6 +252,7 @@ std::string render_table(const TableRows& t) {
   out += rule;
   out += "Self CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
   if (t.has_gpu) out += "Self CUDA time total: " + format_time_us(us(t.self_cuda_total_ns)) + "\n";
+  out += left_out_line(t);
   return out;
 }
 
@@ -297,6 +306,7 @@ std::string render_markdown(const TableRows& t) {
   }
   out += "\nSelf CPU time total: " + format_time_us(us(t.self_cpu_total_ns)) + "\n";
   if (t.has_gpu) out += "Self CUDA time total: " + format_time_us(us(t.self_cuda_total_ns)) + "\n";
+  out += left_out_line(t);
   return out;
 }
 
@@ -309,6 +319,8 @@ nlohmann::ordered_json table_rows_json(const TableRows& t) {
   j["sort_by"] = t.sort_key;
   j["self_cpu_time_total_ns"] = t.self_cpu_total_ns;
   j["self_cuda_time_total_ns"] = t.self_cuda_total_ns;
+  j["left_out_in_steps"] = t.left_out_in_steps;
+  j["left_out_outside_steps"] = t.left_out_outside_steps;
   j["rows"] = nlohmann::ordered_json::array();
   for (const OpStats& o : t.rows) {
     j["rows"].push_back({{"name", o.name},

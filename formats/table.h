@@ -31,7 +31,14 @@ struct TableRows {
   // them), Source Location when a row has a Python stack. 0 = no such column.
   size_t shapes_width = 0;
   size_t source_width = 0;
+  // What the rows leave out, said under the table (Run::left_out_*): ranges, API calls
+  // and GPU records of steps a schedule does not record, and those outside every step.
+  uint64_t left_out_in_steps = 0;
+  uint64_t left_out_outside_steps = 0;
 };
+
+// The line under the table that says what it leaves out; "" when nothing is.
+std::string left_out_line(const TableRows& rows);
 
 // The sort keys torch accepts, in the order they are listed to the user.
 const std::vector<std::string>& table_sort_keys();

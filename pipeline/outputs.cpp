@@ -201,6 +201,8 @@ void check_options(const OutputOptions& options) {
 OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& out, const RankReport* ranks,
                   const std::vector<TraceFile>& trace_files) {
   TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
+  rows.left_out_in_steps = run.left_out_in_steps;
+  rows.left_out_outside_steps = run.left_out_outside_steps;
   auto rendered = [&](const std::string& format) {
     return ranks ? render(rows, *ranks, format, options.row_limit) : render(rows, format);
   };
@@ -254,7 +256,9 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
 // `report --table-only`: the table and the notes, nothing else.
 OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostream& out) {
   if (options.format == "folded") throw InputError("--format folded needs the whole report, not --table-only");
-  const TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
+  TableRows rows = make_table_rows(run.ops, run.has_gpu, {options.sort, options.row_limit});
+  rows.left_out_in_steps = run.left_out_in_steps;
+  rows.left_out_outside_steps = run.left_out_outside_steps;
   const std::string printed = options.quiet ? std::string() : render(rows, options.format);
   const OutputResult result = result_of(run, options);
   if (options.write_files) {

@@ -84,7 +84,7 @@ def to_ns(us):
 
 class Ev:
     __slots__ = ("raw", "cat", "name", "thread", "ts", "dur", "index", "parent", "self_cuda", "cuda_total",
-                 "counted", "step", "in_step_tree")
+                 "counted", "in_table", "step", "in_step_tree")
 
     def __init__(self, raw, index, t0):
         self.raw, self.index = raw, index
@@ -94,7 +94,8 @@ class Ev:
         self.dur = max(0, to_ns(raw.get("dur", 0)))
         self.parent = None
         self.self_cuda = self.cuda_total = 0
-        self.counted = False
+        self.counted = False   # of the steps (what the per-step figures hold)
+        self.in_table = False  # in the ops and the traces: without a schedule, everything
         self.step = False  # a step marker
         self.in_step_tree = False
 
@@ -144,7 +145,7 @@ def ancestors(e):
 
 
 class Expected:
-    def __init__(self, trace):
+    def __init__(self, trace, scheduled=False):
         raw = [(i, ev) for i, ev in enumerate(trace["traceEvents"])
                if ev.get("ph") == "X" and ev.get("cat") in CPU_CATS + GPU_CATS]
         t0 = min(ev["ts"] for _, ev in raw)
@@ -161,6 +162,9 @@ class Expected:
             if e.is_api:
                 self.calls.setdefault(e.raw.get("args", {}).get("correlation"), e)
         self._attribute()
+        # Without --schedule the ops and the trace hold the whole run, steps or not.
+        for e in self.cpu + self.gpu:
+            e.in_table = e.counted or not scheduled
 
     def _in_step(self, e):
         """e's parent is decided already; its own thread's steps count by nesting."""
@@ -192,7 +196,7 @@ class Expected:
     def gpu_rows(self):
         rows = collections.defaultdict(lambda: [0, 0])
         for g in self.gpu:
-            if g.counted and g.cat in ROW_KIND:
+            if g.in_table and g.cat in ROW_KIND:
                 row = rows[(ROW_KIND[g.cat], g.name)]
                 row[0] += 1
                 row[1] += g.dur
@@ -201,7 +205,7 @@ class Expected:
     def op_rows(self):
         rows = collections.defaultdict(lambda: [0, 0, 0])
         for e in self.cpu:
-            if not e.counted or e.is_api:
+            if not e.in_table or e.is_api:
                 continue
             key = ("cpu_op", e.name) if e.cat == "cpu_op" else \
                 ("nvtx", "ProfilerStep*" if e.name.startswith("ProfilerStep#") else e.name)
@@ -214,7 +218,7 @@ class Expected:
     def api_rows(self, invalid_names):
         rows = collections.Counter()
         for e in self.cpu:
-            if e.counted and e.is_api:
+            if e.in_table and e.is_api:
                 name = e.name
                 if name == "INVALID":  # Kineto's name for an id its table lacked
                     name = invalid_names[e.raw["args"]["cbid"]]
@@ -348,7 +352,7 @@ def check_api_rows(summary, exp):
         check_eq(calls, want.get(name), f"calls of CUDA API {name!r}")
     for g in exp.gpu:
         call = exp.launching_call(g)
-        if g.counted and call is not None and call.name != "INVALID":
+        if g.in_table and call is not None and call.name != "INVALID":
             check(call.name in got, f"CUDA API {call.name!r} launched GPU work but has no row")
 
 
@@ -379,7 +383,7 @@ def check_trace_events(result, exp):
     first = min(float(ev["ts"]) for ev in written)
     got = collections.Counter((ev["cat"], ev["name"], ev["pid"], ev["tid"], tp.dur_ns(ev),
                                to_ns(float(ev["ts"]) - first), details(ev)) for ev in written)
-    counted = [g for g in exp.gpu if g.counted]
+    counted = [g for g in exp.gpu if g.in_table]
     start = min(g.ts for g in counted)
     want = collections.Counter((g.cat, g.name, device_of(g.raw), gpu_row_tid(g.raw), g.dur, g.ts - start,
                                 details(g.raw)) for g in counted)
@@ -420,7 +424,8 @@ def replay_trace(name):
     check_api_rows(summary, exp)
     events = check_trace_events(result, exp)
     print(f"GPU events in the traces: {events}, each as in the input "
-          f"({len(exp.gpu) - sum(g.counted for g in exp.gpu)} outside the steps, as torchprof counts)")
+          f"({len(exp.gpu) - sum(g.counted for g in exp.gpu)} outside the steps, as torchprof counts, "
+          f"in the ops and the trace without a schedule)")
     check_overview(result, trace)
 
 
@@ -465,21 +470,36 @@ def boundary_trace(steps=50):
 
 def scenario_step_boundaries():
     """Another thread's events at a step's very start and end are in the step, those a
-    microsecond outside are not, however the replay's threads are scheduled."""
+    microsecond outside are not, however the replay's threads are scheduled: under a
+    schedule that records every step, those outside are left out (and counted as left
+    out); without one, they are in the ops too."""
     trace = boundary_trace()
     path = write_trace(trace["traceEvents"], "boundaries.json")
-    exp = Expected(trace)
+    exp = Expected(trace, scheduled=True)
     ops = exp.op_rows()
     check_eq(ops.get(("cpu_op", "b_at_start"), [0])[0], 50, "expected calls of b_at_start")
     check_eq(("cpu_op", "b_before") in ops or ("cpu_op", "b_after") in ops, False, "ops outside the steps expected")
     out_dir = os.path.join(tp.fresh_dir("replay_boundaries"), "out")
-    result = tp.run_tool(["-o", out_dir, "-q", "--", tp.bin_path("kineto_replay"), "--stats", path],
+    result = tp.run_tool(["-o", out_dir, "-q", "--schedule", "wait=0,warmup=0,active=50,repeat=1", "--",
+                          tp.bin_path("kineto_replay"), "--stats", path],
                          env=dict(os.environ, TORCHPROF_CUPTI_LIB=fake_cupti()))
     result.out_dir = out_dir
     check_eq(result.rc, 0, "exit code of torchprof-run kineto_replay")
     check_eq(len(result.summary["steps"]), 50, "steps")
     check_gpu_rows(result.summary, exp)
     check_op_rows(result.summary, exp)
+    # b_before and b_after, each with its launch and its kernel, outside every step
+    check_eq(result.summary["left_out_outside_steps"], 2 * 50 * 3, "left out, outside every step")
+
+    whole = Expected(trace)
+    check_eq(whole.op_rows().get(("cpu_op", "b_before"), [0])[0], 50, "expected calls of b_before without a schedule")
+    rep_dir = os.path.join(tp.fresh_dir("replay_boundaries_whole"), "out")
+    rep = tp.run_report([out_dir, "-o", rep_dir, "-q"])
+    check_eq(rep.rc, 0, "exit code of torchprof report without a schedule")
+    rep.out_dir = rep_dir
+    check_gpu_rows(rep.summary, whole)
+    check_op_rows(rep.summary, whole)
+    check_eq(rep.summary["left_out_outside_steps"], 0, "left out without a schedule")
 
 
 def run_replay(args, timeout=60):

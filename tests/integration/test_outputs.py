@@ -61,7 +61,7 @@ def report_roundtrip():
 
 
 DEMO_RANGES = ["forward", "linear", "aten::mm", "relu", "loss", "backward", "linear_backward",
-               "optimizer.step", "zero_grad", "DataLoader#next", "load_batch"]
+               "optimizer.step", "zero_grad", "DataLoader#next", "load_batch", "setup", "teardown"]
 
 
 def traces_valid():
@@ -71,6 +71,12 @@ def traces_valid():
     check_eq(len(procs), 1, "processes with events")
     check_eq(len(r.traces), 1, "trace files")
     path, trace = r.traces[0]
+    # setup (before the first step) and teardown (after the last) are in the trace, at or
+    # after its base time
+    for name in ("setup", "teardown"):
+        events = tp.trace_events(trace, ph="X", name=name)
+        check_eq(len(events), 1, f"{name} ranges in the trace")
+        check(float(events[0]["ts"]) >= 0, f"{name} lies before the trace's base time: {events[0]}")
     worker = procs[0].get("worker")
     check(os.path.basename(path).startswith(f"{worker}."), f"trace {path} is not named after worker {worker!r}")
     check("data_loader" in tp.thread_names(procs[0]), "thread data_loader missing from summary.json")
@@ -113,12 +119,16 @@ def demo():
     s = r.summary
     for name, calls in (("forward", 20), ("linear", 60), ("aten::mm", 60), ("optimizer.step", 20)):
         tp.check_op(s, name, calls=calls)
-    # ops hold what happens inside steps; the loader may finish up to three batches (its
-    # prefetch depth of two plus the one it blocks on) before ProfilerStep#0 begins
-    loads = tp.op(s, "load_batch")["calls"]
-    check(17 <= loads <= 20, f"load_batch calls {loads}, expected 17 to 20")
+    # Without --schedule ops hold the whole run, as torch.profiler's: every one of the 20
+    # loads, though the loader finishes one to three batches before ProfilerStep#0 begins.
+    tp.check_op(s, "load_batch", calls=20)
+    tp.check_op(s, "setup", calls=1)      # before ProfilerStep#0
+    tp.check_op(s, "teardown", calls=1)   # after the last step
     table = tp.check_torch_table(r.table)
     check_eq(table.row("ProfilerStep*")["# of Calls"], "20", "ProfilerStep* calls")
+    check_eq(table.row("load_batch")["# of Calls"], "20", "load_batch calls in the table")
+    check("Not in the table" not in r.table, "without --schedule nothing is left out")
+    tp.check_steps_apart(r)
     # The wait for the next batch is the demo's DataLoader time (DataLoader#next).
     tp.check_op(s, "DataLoader#next", calls=20)
     dataloader = s["overview"]["breakdown"]["avg"]["dataloader_ns"]

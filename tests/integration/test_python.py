@@ -87,8 +87,9 @@ def auto_steps():
     r = run_py([script("train_loop.py"), "6"])
     rows = check_steps(r, 6)
     check(all(s["action"] in ("record", "record_and_save") for s in rows), "without --schedule all are recorded")
-    for a, b in zip(rows, rows[1:]):  # back to back: each ends where the next begins
+    for a, b in zip(rows, rows[1:]):  # back to back: each ends where the next begins, never after
         check_close(b["start_ns"], a["start_ns"] + a["dur_ns"], f"start of {b['name']}", rel=1e-6)
+    tp.check_steps_apart(r)
     check_eq(tp.op(r.summary, "ProfilerStep*")["calls"], 6, "ProfilerStep* calls")
     events = step_events(r)
     check_eq(sorted(ev["name"] for ev in events), sorted(f"ProfilerStep#{k}" for k in range(6)),
@@ -98,6 +99,15 @@ def auto_steps():
     check_eq(r.stdout, run_plain([script("train_loop.py"), "6"]).stdout, "stdout with and without torchprof")
     # The steps are start/end ranges written once they ended; the table alone streams them.
     tp.check_streamed_table(r.out_dir)
+
+
+def steps_apart():
+    """The bootstrap's steps, 30 of them: each is turned to our clock on its own, so a
+    step could end a fraction of a microsecond after the next began; none does, in
+    summary.json or in the trace (TensorBoard drops a step whose range intersects another)."""
+    r = run_py([script("train_loop.py"), "30"])
+    check_steps(r, 30)
+    tp.check_steps_apart(r)
 
 
 def schedule():
@@ -403,7 +413,7 @@ def exception():
           "the traceback is printed")
 
 
-SCENARIOS = [auto_steps, schedule, user_steps, own_markers, one_step, two_optimizers, gan_steps, critic_steps,
+SCENARIOS = [auto_steps, steps_apart, schedule, user_steps, own_markers, one_step, two_optimizers, gan_steps, critic_steps,
              nested_step, wrapped_optimizer, data_loader_ranges, data_loader_workers, data_loader_own_profiler,
              data_loader_ops, no_bootstrap, annotations,
              noop_outside, pool_fork, pool_spawn, pool_forkserver, own_sitecustomize, system_sitecustomize,

@@ -76,6 +76,32 @@ def steps():
     steps_self = sum(v[2] for n, v in tp.truth_by_name(truth).items() if n.startswith("ProfilerStep#"))
     check_close(tp.parse_time_ns(table.row("ProfilerStep*")["Self CPU"]), steps_self, "ProfilerStep* Self CPU")
     check_eq(traced_steps(r), [[f"ProfilerStep#{k}" for k in range(6)]], "steps per trace file")
+    tp.check_steps_apart(r)
+
+
+def outside_steps():
+    """Without --schedule nothing is dropped for lying outside a step: nvtx_steps' six
+    between_steps ranges (the last after the last step) are in ops, the table and the
+    trace, as torch.profiler without a schedule shows them. With a schedule they are left
+    out, and the table's last line says how many ranges it left out."""
+    r = tp.profile("nvtx_steps", [6, 4, 6, 1])
+    truth = tp.load_truth(r)
+    check_op_truth(r.summary, truth, "between_steps", 6)
+    table = tp.check_torch_table(r.table)
+    check_eq(table.row("between_steps")["# of Calls"], "6", "between_steps calls in the table")
+    check("Not in the table" not in r.table, f"nothing is left out without a schedule: {r.table[-300:]}")
+    check_eq([p["outside_steps_counted"] for p in tp.processes_with_events(r.summary)], [True], "outside_steps_counted")
+    check_eq((r.summary["left_out_in_steps"], r.summary["left_out_outside_steps"]), (0, 0), "left out")
+    traced = [e for _, t in r.traces for e in tp.trace_events(t, ph="X", name="between_steps")]
+    check_eq(len(traced), 6, "between_steps ranges in the trace")
+    # A schedule recording steps 2 and 3 of 6: each of the other four steps is 3 ranges
+    # (the step, forward, backward), and every between_steps lies outside every step.
+    s = tp.profile("nvtx_steps", [6, 4, 6, 1], options=["--schedule", "wait=1,warmup=1,active=2,repeat=1"])
+    check("between_steps" not in tp.ops_by_name(s.summary), "between_steps counted under a schedule")
+    check_eq((s.summary["left_out_in_steps"], s.summary["left_out_outside_steps"]), (12, 6), "left out")
+    check(s.table.rstrip().endswith("Not in the table: 18 ranges, API calls and GPU records outside the recorded "
+                                    "steps (12 in steps not recorded, 6 outside every step)"),
+          f"the table's last line: {s.table[-300:]}")
 
 
 def schedule():
@@ -181,5 +207,5 @@ def table_only():
 
 
 if __name__ == "__main__":
-    raise SystemExit(tp.main({f.__name__: f for f in (steps, schedule, schedule_repeat, skip_first,
+    raise SystemExit(tp.main({f.__name__: f for f in (steps, outside_steps, schedule, schedule_repeat, skip_first,
                                                        schedule_acceptance, table_only)}))

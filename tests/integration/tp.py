@@ -409,6 +409,28 @@ def dur_ns(event):
     return int(round(float(event["dur"]) * 1000))
 
 
+def check_steps_apart(result):
+    """Step ranges of one thread never intersect, in summary.json's steps and in every
+    trace (TensorBoard drops a step whose range intersects another on its thread)."""
+    by_thread = {}
+    for s in result.summary.get("steps", []):
+        by_thread.setdefault(("summary", s.get("pid")), []).append((s["start_ns"], s["start_ns"] + s["dur_ns"], s["name"]))
+    for path, trace in result.traces:
+        for ev in trace_events(trace, ph="X"):
+            if not ev.get("name", "").startswith("ProfilerStep#"):
+                continue
+            start = int(round(float(ev["ts"]) * 1000))
+            by_thread.setdefault((path, ev.get("pid"), ev.get("tid")), []).append((start, start + dur_ns(ev), ev["name"]))
+    checked = 0
+    for where, spans in by_thread.items():
+        spans.sort()
+        for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+            checked += 1
+            nested = b1 <= a1
+            check(a1 <= b0 or nested, f"{where}: {an} [{a0}, {a1}] intersects {bn} [{b0}, {b1}] by {a1 - b0} ns")
+    check(checked > 0, "no two steps on a thread to compare")
+
+
 def validate_traces(result, nvtx_names=()):
     """Every trace: JSON object with traceEvents; X events have ts and dur >= 0; NVTX
     ranges are user_annotation; pid/tid of CPU events name a process/thread of

@@ -30,6 +30,7 @@ struct Ev {
   bool api = false;
   bool nests = true;           // false: marks and start/end ranges ended on another thread
   bool unended = false;        // closed at the end of its thread (or image)
+  bool start_end = false;      // a start/end range
   uint64_t correlation = 0;
   int parent = -1;
   int step = -1;
@@ -152,6 +153,7 @@ void read_conn(CaptureReader& reader, const ConnInput& conn, Proc& proc, Referen
         case wire::Kind::kStart: {
           touch(tid, ts);
           Ev e = make(r.name, r.domain, false);
+          e.start_end = true;
           e.start = e.end = ts;
           e.tid = tid;
           e.seq = seq++;
@@ -338,20 +340,29 @@ ReferenceResult reference_analysis(const std::string& capture_path, const Analys
   };
   for (int pid : pids) {
     Proc& proc = procs[pid];
-    nest(proc, out);
-    std::vector<const Ev*> markers;
-    for (const Ev& e : proc.events) {
+    std::vector<Ev*> markers;
+    for (Ev& e : proc.events) {
       if (!e.api && marker.matches(e.shown)) markers.push_back(&e);
     }
     std::stable_sort(markers.begin(), markers.end(), [](const Ev* a, const Ev* b) {
       return std::make_tuple(a->start, a->tid, a->seq) < std::make_tuple(b->start, b->tid, b->seq);
     });
     std::vector<MarkerEvent> marker_events;
-    for (const Ev* m : markers) marker_events.push_back({m->start, m->end, m->tid, m->mark, m->shown});
+    for (const Ev* m : markers) {
+      marker_events.push_back({m->start, m->end, m->tid, m->mark, m->start_end && m->nests, m->shown});
+    }
+    // Step ranges of a thread that intersect: the earlier ends where the later begins.
+    untangle_step_ranges(marker_events);
+    for (size_t k = 0; k < markers.size(); ++k) markers[k]->end = marker_events[k].end_ns;
+    nest(proc, out);
     const int64_t start = proc.first == INT64_MAX ? 0 : proc.first;
     const int64_t end = proc.last == INT64_MIN ? 0 : proc.last;
     const std::vector<Step> steps = steps_of_markers(marker_events, start, end, proc.any_event, options.schedule);
-    auto counted = [&](int k) { return k >= 0 && recorded(steps[static_cast<size_t>(k)].action); };
+    // Without a schedule what lies outside every step counts too (the whole run).
+    auto counted = [&](int k) {
+      if (k < 0) return !options.schedule && !steps.empty();
+      return recorded(steps[static_cast<size_t>(k)].action);
+    };
     for (Ev& e : proc.events) e.step = step_at(steps, e.start);
     std::vector<size_t> order(proc.events.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
