@@ -40,32 +40,6 @@ inline bool measure_clock_offset(bool (*cupti_now)(uint64_t*), uint64_t (*our_no
   return best_width != UINT64_MAX;
 }
 
-// True for the runtime and driver API calls whose callbacks carry information a
-// profile shows: launches, copies, sets, allocations and frees, synchronisations,
-// event records and stream waits, graph launches, the profiler range and device
-// resets. `name` is CUPTI's callback name without its version tag
-// ("cudaLaunchKernel", "cuMemcpyHtoDAsync_v2"). Calls such as cudaGetDevice,
-// cudaGetLastError or cuCtxGetCurrent, made many times per launch by frameworks,
-// are left out: each would cost two callbacks and a record for nothing.
-inline bool informative_api(const char* name, uint32_t len) {
-  static constexpr const char* kPrefixes[] = {
-      // runtime
-      "cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaMemPrefetch",
-      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-      "cudaStreamWaitEvent", "cudaEventRecord", "cudaGraphLaunch", "cudaProfilerStart", "cudaProfilerStop",
-      "cudaDeviceReset",
-      // driver
-      "cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemPrefetch",
-      "cuMemCreate", "cuMemRelease", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-      "cuStreamWaitEvent", "cuEventRecord", "cuGraphLaunch", "cuProfilerStart", "cuProfilerStop"};
-  if (name == nullptr) return false;
-  for (const char* prefix : kPrefixes) {
-    const size_t n = strlen(prefix);
-    if (len >= n && memcmp(name, prefix, n) == 0) return true;
-  }
-  return false;
-}
-
 // CUPTI's correlation ids are 32-bit and wrap on long runs (some 70 minutes at a
 // million API calls a second). The id widened to 64 bits is the one nearest to
 // `reference`, a recent widened id: calls and the records naming them are never

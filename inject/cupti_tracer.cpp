@@ -15,6 +15,7 @@
 #include "inject/config.h"
 #include "inject/cupti_activity.h"
 #include "inject/cupti_api.h"
+#include "inject/cupti_cbids.h"
 #include "inject/cupti_flush.h"
 #include "inject/cupti_share.h"
 #include "inject/cupti_support.h"
@@ -206,26 +207,20 @@ CUpti_TimestampCallbackFunc align_clock() {
   return nullptr;
 }
 
-// Callbacks for the informative API calls only (cupti_support.h), named as the
-// loaded CUPTI names them; every call of both domains when it cannot name them.
-void enable_informative(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, uint32_t count) {
+// Callbacks for the recorded API calls only (cupti_cbids.h, from this toolkit's
+// headers); a CUPTI of the same major line numbers its calls the same way.
+template <unsigned N>
+void enable_recorded(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CbidClass (&table)[N]) {
   const CuptiApi* api = cupti();
-  if (api->get_callback_name == nullptr) {
-    TP_CUPTI_CALL(enable_domain(1, subscriber, domain));
-    return;
-  }
-  for (uint32_t cbid = 1; cbid < count; ++cbid) {
-    const char* name = nullptr;
-    if (api->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-    const uint32_t len = static_cast<uint32_t>(strlen(name));
-    if (informative_api(name, api_name_length(name, len))) api->enable_callback(1, subscriber, domain, cbid);
+  for (const CbidClass& entry : table) {
+    if ((entry.bits & kApiRecorded) != 0) api->enable_callback(1, subscriber, domain, entry.cbid);
   }
 }
 
 void enable_callbacks(CUpti_SubscriberHandle subscriber, bool api_calls) {
   if (api_calls) {
-    enable_informative(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
-    enable_informative(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+    enable_recorded(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeCbids);
+    enable_recorded(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverCbids);
   }
   // What the flushes and the capture range need, whatever the names say.
   TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,

@@ -53,6 +53,12 @@ FAKECUDA_EXPORT int fakecuda_init(void);
 // 32 registers, no shared memory. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_launch_kernel(const char* mangled_name, uint64_t duration_ns,
                                                 uint32_t stream, const FakeKernelConfig* config);
+// A runtime launch made by the runtime function of callback id `cbid` named `api_name`
+// (__cudaLaunchKernel for nvcc 13's <<<>>>, cudaLaunchKernelExC, the _ptsz forms...),
+// otherwise as fakecuda_launch_kernel. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_launch_kernel_as(uint32_t cbid, const char* api_name, const char* mangled_name,
+                                                   uint64_t duration_ns, uint32_t stream,
+                                                   const FakeKernelConfig* config);
 // cuLaunchKernel (driver domain, as Triton launches). Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t duration_ns,
                                                        uint32_t stream, const FakeKernelConfig* config);
@@ -108,6 +114,12 @@ FAKECUDA_EXPORT void fakecuda_unreadable_record(void);
 FAKECUDA_EXPORT uint64_t fakecuda_now(void);
 // End of the last GPU work queued on `stream` (0 if none), on the raw GPU clock.
 FAKECUDA_EXPORT uint64_t fakecuda_stream_end(uint32_t stream);
+// The GPU's raw clock, the one fakecuda_stream_end answers on.
+FAKECUDA_EXPORT uint64_t fakecuda_raw_now(void);
+// Spins until the raw GPU clock reaches `raw_ns` (no API call).
+FAKECUDA_EXPORT void fakecuda_wait_until(uint64_t raw_ns);
+// Work queued on `stream` from now on starts no earlier than `raw_ns` (cudaStreamWaitEvent).
+FAKECUDA_EXPORT void fakecuda_stream_wait_until(uint32_t stream, uint64_t raw_ns);
 // Returns once all GPU work queued so far has ended, without any API call (for
 // tests that then flush and expect complete records).
 FAKECUDA_EXPORT void fakecuda_wait_idle(void);

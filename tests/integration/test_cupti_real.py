@@ -158,14 +158,18 @@ def sigkill():
 
 
 def informative():
-    """Callbacks for launches, copies, syncs, allocations, graphs, events; not for the chatter."""
+    """The runtime calls Kineto records (all but its blocklist), the driver calls a direct
+    driver user makes; not cudaGetDevice and the like, nor driver calls inside runtime calls."""
     script = ("range:r{ api:cudaGetDevice ; api:cudaGetLastError ; api:cuCtxGetCurrent ; kernel:_Z1kv:10us ;"
-              " api:cudaEventRecord ; api:cudaGetDevice ; malloc:a:512 ; free:a } ; sync")
+              " api:cudaEventRecord ; api:cudaGetDevice ; malloc:a:512 ; free:a ; api:cudaEventCreate ;"
+              " api:cudaEventQuery ; api:cudaGetDeviceCount ; api:cudaFuncSetAttribute ; api:cudaEventDestroy } ; sync")
     result = full_check(script)
     rows = api_rows(result.summary)
-    for name in ("cudaLaunchKernel", "cudaEventRecord", "cudaMalloc", "cudaFree", "cudaDeviceSynchronize"):
+    for name in ("cudaLaunchKernel", "cudaEventRecord", "cudaMalloc", "cudaFree", "cudaDeviceSynchronize",
+                 "cudaEventQuery", "cudaGetDeviceCount", "cudaFuncSetAttribute"):
         check_eq(rows.get(name, {}).get("calls"), 1, f"calls of {name}")
-    for name in ("cudaGetDevice", "cudaGetLastError", "cuCtxGetCurrent"):
+    for name in ("cudaGetDevice", "cudaGetLastError", "cuCtxGetCurrent", "cudaEventCreate", "cudaEventDestroy",
+                 "cuLaunchKernel", "cuMemAlloc_v2"):
         check(name not in rows, f"{name} recorded: {rows.get(name)}")
 
 
