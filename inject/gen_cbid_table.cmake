@@ -12,11 +12,12 @@
 #            and graph launches, the calls a program using the driver directly (Triton)
 #            shows; driver calls made inside a runtime call are never recorded.
 #
-# OMIT: a ;-list of names (with their version tag) to leave out altogether, so that a
+# OMIT: a comma-separated list of names (with their version tag) to leave out altogether, so that a
 # build can show what a missing callback costs (docs/gpu.md).
 # Usage: cmake -DINCLUDE_DIR=... -DOUT=... [-DOMIT=...] -P gen_cbid_table.cmake
 
 cmake_policy(SET CMP0057 NEW)
+string(REPLACE "," ";" OMIT "${OMIT}")
 set(kLaunch 1)
 set(kCopy 2)
 set(kSet 4)
