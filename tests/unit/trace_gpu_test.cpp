@@ -69,7 +69,7 @@ TEST_CASE("trace gpu: kernels and copies on pid = device, tid = stream, with Kin
   // The kernel's External id is the one of the range around its launch.
   auto train = with(trace, "name", "train").at(0);
   CHECK(matmul["args"]["External id"] == train["args"]["External id"]);
-  CHECK(by_name.at("orphan()")["args"]["External id"].is_null());
+  CHECK(by_name.at("orphan()")["args"]["External id"] == 0);  // never null, as in Kineto
 
   auto copies = with(trace, "cat", "gpu_memcpy");
   REQUIRE(copies.size() == 1);
@@ -187,6 +187,34 @@ TEST_CASE("stats: nsys-style kernel, API and memory summaries") {
   REQUIRE(malloc_at != std::string::npos);
   std::string malloc_line = text.substr(text.rfind('\n', malloc_at) + 1, malloc_at - text.rfind('\n', malloc_at));
   CHECK(malloc_line.find("300") != std::string::npos);
+}
+
+TEST_CASE("trace gpu: unknown device properties leave the occupancy out; a context sync's stream is unsigned") {
+  GpuEvent k;
+  k.kind = GpuKind::kKernel;
+  k.grid[0] = k.grid[1] = k.grid[2] = 1;
+  k.block[0] = 128;
+  k.block[1] = k.block[2] = 1;
+  k.start_ns = 1000;
+  k.end_ns = 2000;
+  json::Buffer out;
+  kineto::append_gpu_event(out, k, 0, 0, nullptr);
+  auto kernel = nlohmann::json::parse(out.view());
+  CHECK_FALSE(kernel["args"].contains("blocks per SM"));
+  CHECK_FALSE(kernel["args"].contains("warps per SM"));
+  CHECK_FALSE(kernel["args"].contains("est. achieved occupancy %"));
+  CHECK(kernel["args"]["grid"] == nlohmann::json::parse("[1, 1, 1]"));
+  CHECK(kernel["args"]["External id"] == 0);
+  GpuEvent sync;
+  sync.kind = GpuKind::kSync;
+  sync.name = "Context Sync";
+  sync.stream = ~0u;
+  sync.start_ns = 1000;
+  sync.end_ns = 3000;
+  json::Buffer sync_out;
+  kineto::append_gpu_event(sync_out, sync, 0, 7, nullptr);
+  auto row = nlohmann::json::parse(sync_out.view());
+  CHECK(row["args"]["stream"] == 4294967295u);
 }
 
 TEST_CASE("trace gpu: occupancy estimate is limited by registers") {
