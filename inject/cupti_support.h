@@ -66,8 +66,9 @@ inline bool correlation_reference_due(uint64_t id, uint64_t reference) {
 // Record layouts. The structs read here are this header version's (CUDA 13.0:
 // CUpti_ActivityKernel10, Device5, Context3 and the copy/set/memory/sync ones);
 // a CUPTI of the same major line writes them unless it is a minor version known to
-// have moved a kind to a newer struct. 13.2 (API version 130200) brought Kernel11,
-// Device6 and Context4. `last_known` is the first API version that writes another
+// have moved a kind to a newer struct. CUPTI 13.1 (API version 130100) writes kernels
+// as CUpti_ActivityKernel11 (its release notes; Kineto switches at CUDA 13.1 too); 13.2
+// (130200) brought Device6 and Context4. `last_known` is the first API version that writes another
 // layout of that kind, 0 when none is known.
 struct RecordLayout {
   uint32_t kind;         // CUpti_ActivityKind
@@ -76,8 +77,8 @@ struct RecordLayout {
 };
 
 inline constexpr RecordLayout kRecordLayouts[] = {
-    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130200},
-    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130200},
+    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130100},
+    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130100},
     {8 /*DEVICE*/, "CUpti_ActivityDevice5", 130200},
     {9 /*CONTEXT*/, "CUpti_ActivityContext3", 130200},
 };

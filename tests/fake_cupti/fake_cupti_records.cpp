@@ -151,7 +151,7 @@ void append_kernel(const KernelLaunch& launch) {
   kernel.clusterX = 1;
   kernel.clusterY = 1;
   kernel.clusterZ = 1;
-  if (state().newer_layouts) {
+  if (state().newer_kernels) {
     emit_static_records_once();
     append_newer_layout(kernel, &CUpti_ActivityKernel10::start, &CUpti_ActivityKernel10::end, launch.span.end);
     return;

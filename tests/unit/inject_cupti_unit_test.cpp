@@ -207,6 +207,10 @@ TEST_CASE("correlation ids widened to 64 bits stay right across the 32-bit wrap"
 
 TEST_CASE("record layouts: CUPTI 13.2 moves kernels, devices and contexts to newer structs") {
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130001) == nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130099) == nullptr);
+  // CUPTI 13.1 writes CUpti_ActivityKernel11 (release notes of CUDA 13.1).
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130100) != nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_KERNEL, 130100) != nullptr);
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130000) == nullptr);
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130105) == nullptr);
   const ti::RecordLayout* device = ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130200);
