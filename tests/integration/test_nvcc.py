@@ -82,7 +82,29 @@ def per_thread():
     check_sample("cuda13_sample_ptds", "__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_ptsz")
 
 
-SCENARIO_FUNCS = {"chevrons": chevrons, "per_thread": per_thread}
+def static_no_driver():
+    """nvcc's default build (the runtime linked statically) where libcuda cannot be loaded:
+    one line says GPU tracing never started; exit code and NVTX ranges as without torchprof."""
+    if os.path.exists("/proc/driver/nvidia/version"):
+        print("a driver is installed here: libcuda loads, nothing to check")
+        return
+    path = sample("cuda13_sample_static")
+    import subprocess
+    plain = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    out_dir = os.path.join(tp.fresh_dir("nvcc_static"), "out")
+    result = tp.run_tool(["-o", out_dir, "--", path], timeout=120)
+    result.out_dir = out_dir
+    check_eq(result.rc, plain.returncode, f"exit code, as without torchprof ({result.describe()})")
+    lines = [line for line in result.stderr_text.splitlines() if "GPU tracing" in line]
+    check(len(lines) == 1 and "never started" in lines[0] and "statically linked CUDA runtime" in lines[0]
+          and "no NVIDIA driver" in lines[0], f"GPU tracing lines: {lines}")
+    summary = result.summary
+    check_eq(summary["processes"][0].get("gpu_tracing"), "not_started", "gpu_tracing")
+    for name in RANGES:
+        check_eq(gf.nvtx_row(summary, name)["calls"], 1, f"calls of range {name!r}")
+
+
+SCENARIO_FUNCS = {"chevrons": chevrons, "per_thread": per_thread, "static_no_driver": static_no_driver}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIO_FUNCS))
