@@ -79,6 +79,11 @@ FAKECUDA_EXPORT int fakecuda_free(uint64_t address);
 // busy-waits until the GPU timeline end has passed, then emits the
 // SYNCHRONIZATION record and the synchronize-domain callback. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_synchronize(int64_t stream);
+// cudaEventQuery (event != 0: the event's id) or cudaStreamQuery(stream) asking whether
+// the GPU reached `done_raw` (raw clock): callbacks, API record and the synchronisation
+// record CUDA 13's CUPTI writes for every query, with returnValue 0 when done, else
+// CUDA_ERROR_NOT_READY (600). Returns 1 when done.
+FAKECUDA_EXPORT int fakecuda_query(uint32_t event, uint32_t stream, uint64_t done_raw);
 // cudaGraphLaunch of a graph of n kernels run one after the other on `stream`.
 // Each kernel record has graphId = graph_id, graphNodeId = (graph_id << 32) | (index + 1)
 // and the correlation id of the cudaGraphLaunch call; no per-kernel API callback.

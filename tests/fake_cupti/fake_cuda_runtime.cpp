@@ -287,6 +287,18 @@ uint32_t fakecuda_synchronize(int64_t stream) {
   return call.correlation();
 }
 
+int fakecuda_query(uint32_t event, uint32_t stream, uint64_t done_raw) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
+                   event != 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020,
+                   event != 0 ? "cudaEventQuery" : "cudaStreamQuery");
+  fc::driver_internals(event != 0 ? CUPTI_DRIVER_TRACE_CBID_cuEventQuery : CUPTI_DRIVER_TRACE_CBID_cuStreamQuery,
+                       event != 0 ? "cuEventQuery" : "cuStreamQuery");
+  const bool done = fc::raw_now_ns() >= done_raw;
+  fc::append_query(event != 0, stream, event, call.correlation(), call.start(), fc::now_ns(), done ? 0u : 600u);
+  return done ? 1 : 0;
+}
+
 uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, const char* const* mangled_names,
                                const uint64_t* durations_ns, uint32_t stream) {
   fakecuda_init();

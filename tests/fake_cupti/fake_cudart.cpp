@@ -62,7 +62,9 @@ struct Stream {
 struct Event {
   uint64_t done_raw = 0;  // raw GPU time at which the work before its record ends
   bool recorded = false;
+  uint32_t id = 0;  // CUPTI's cudaEventId
 };
+std::atomic<uint32_t> g_next_event{1};
 struct Allocation {
   uint64_t fake_address;
   size_t bytes;
@@ -433,8 +435,8 @@ FAKE_CUDART cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
   return cudaSuccess;
 }
 FAKE_CUDART cudaError_t cudaStreamQuery(cudaStream_t s) {
-  api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020, "cudaStreamQuery");
-  return fakecuda_raw_now() >= fakecuda_stream_end(stream_id(s, false)) ? cudaSuccess : cudaErrorNotReady;
+  const uint32_t id = stream_id(s, false);
+  return fakecuda_query(0, id, fakecuda_stream_end(id)) != 0 ? cudaSuccess : cudaErrorNotReady;
 }
 FAKE_CUDART cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   return stream_wait(s, e, false, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, "cudaStreamWaitEvent");
@@ -448,13 +450,13 @@ FAKE_CUDART cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, 
 FAKE_CUDART cudaError_t cudaEventCreate(cudaEvent_t* e) {
   if (e == nullptr) return fail(cudaErrorInvalidValue);
   api(CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020, "cudaEventCreate");
-  *e = reinterpret_cast<cudaEvent_t>(new Event);
+  *e = reinterpret_cast<cudaEvent_t>(new Event{0, false, g_next_event.fetch_add(1)});
   return cudaSuccess;
 }
 FAKE_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
   if (e == nullptr) return fail(cudaErrorInvalidValue);
   api(CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020, "cudaEventCreateWithFlags");
-  *e = reinterpret_cast<cudaEvent_t>(new Event);
+  *e = reinterpret_cast<cudaEvent_t>(new Event{0, false, g_next_event.fetch_add(1)});
   return cudaSuccess;
 }
 FAKE_CUDART cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -476,8 +478,8 @@ FAKE_CUDART cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 }
 FAKE_CUDART cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  api(CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, "cudaEventQuery");
-  return fakecuda_raw_now() >= reinterpret_cast<Event*>(e)->done_raw ? cudaSuccess : cudaErrorNotReady;
+  const auto* event = reinterpret_cast<Event*>(e);
+  return fakecuda_query(event->id, 0, event->done_raw) != 0 ? cudaSuccess : cudaErrorNotReady;
 }
 FAKE_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (ms == nullptr || start == nullptr || end == nullptr) return fail(cudaErrorInvalidValue);

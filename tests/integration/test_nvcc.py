@@ -71,6 +71,10 @@ def check_sample(name, launch_api, ex_api):
     check_eq(rows.get(ex_api, {}).get("calls"), 2, f"calls of {ex_api}")
     check_eq(rows.get("cudaGraphLaunch", {}).get("calls"), 2, "calls of cudaGraphLaunch")
     check("no recorded launching" not in result.stderr_text, result.stderr_text)
+    # The event is polled until ready: only the query that found it done is a synchronisation.
+    syncs = {row["name"]: row for row in summary["overview"]["syncs"]["rows"]}
+    check_eq(syncs.get("cudaEventQuery", {}).get("calls"), 1, f"event query syncs ({syncs})")
+    check(rows.get("cudaEventQuery", {}).get("calls", 0) >= 1, "cudaEventQuery calls recorded")
     return result
 
 

@@ -69,6 +69,10 @@ int main() {
   check(cudaEventCreate(&done), "cudaEventCreate");
   k_add<<<8, 128, 0, s1>>>(d, 1024);
   check(cudaEventRecord(done, s1), "cudaEventRecord");
+  // Polled as PyTorch polls its events: the queries before the work ends synchronise nothing.
+  int polls = 0;
+  while (cudaEventQuery(done) == cudaErrorNotReady) ++polls;
+  std::printf("cuda13_sample: event ready after %d polls\n", polls > 0 ? 1 : 0);
   check(cudaStreamWaitEvent(s2, done, 0), "cudaStreamWaitEvent");
   k_scale<<<1, 128, 0, s2>>>(d);
   check(cudaStreamSynchronize(s2), "cudaStreamSynchronize");
