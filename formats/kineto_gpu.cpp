@@ -135,6 +135,10 @@ void append_device_properties(json::Buffer& out, const std::vector<GpuDevice>& d
     json::append_uint(out, d.id);
     out += ", \"name\": ";
     json::append_string(out, d.name);
+    if (d.num_sms == 0 && d.warp_size == 0) {  // seen in rows, properties unknown: no made-up zeros
+      out += '}';
+      continue;
+    }
     uint_arg(out, "totalGlobalMem", d.total_global_mem);
     uint_arg(out, "computeMajor", d.compute_major);
     uint_arg(out, "computeMinor", d.compute_minor);

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis_capture_builder.h"
 #include "analysis_gpu_capture.h"
 #include "analysis/analysis.h"
 #include "formats/kineto_gpu.h"
@@ -232,6 +233,40 @@ TEST_CASE("trace gpu: occupancy estimate is limited by registers") {
   auto occ = kineto::estimate_occupancy(k, d);
   CHECK(occ.blocks_per_sm == doctest::Approx(10.0));
   CHECK(occ.achieved_percent == 50);
+}
+
+}  // namespace torchprof
+
+namespace torchprof {
+
+TEST_CASE("trace gpu: deviceProperties for every device with rows; NCCL kernels name the backend") {
+  enum : uint32_t { kLaunch = 1, kNccl, kGemm, kGpuName, kRange };
+  test::Slots cpu;
+  cpu.str(kLaunch, "cudaLaunchKernel").str(kRange, "step");
+  cpu.push(kRange, 1000).api(kLaunch, 2000, 2100, 1).api(kLaunch, 2200, 2300, 2).pop(9000);
+  wire::GpuDeviceExtra props{};
+  props.num_sms = 132;
+  props.warp_size = 32;
+  props.max_threads_per_multiprocessor = 2048;
+  test::Slots gpu;
+  gpu.str(kNccl, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  gpu.str(kGemm, "_Z4gemmv").str(kGpuName, "Fake GPU");
+  gpu.device(0, kGpuName, props);
+  gpu.kernel(kGemm, 3000, 4000, 1, 7, 0).kernel(kNccl, 3000, 5000, 2, 9, 1);  // device 1: no device record
+  test::CaptureBuilder b;
+  b.chunk(capture::ChunkType::kHello, 1,
+          test::hello_body(43, 1, 0, 1'700'000'000'000'000'000, "/bin/app", {"app"}, "h", {"RANK=1", "WORLD_SIZE=2"}));
+  b.chunk(capture::ChunkType::kFrame, 1, test::frame_body(100, 0, cpu));
+  b.chunk(capture::ChunkType::kFrame, 1, test::frame_body(200, 0, gpu));
+  const test::Traced t = test::traced(b.save("gpu_two_devices.tprof"), {}, {test::trace_dir("trace_two_devices"), false});
+  REQUIRE(t.files.size() == 1);
+  const nlohmann::json trace = test::trace_json(t.files[0].path);
+  REQUIRE(trace["deviceProperties"].size() == 2);
+  CHECK(trace["deviceProperties"][0]["numSms"] == 132);
+  CHECK(trace["deviceProperties"][1]["id"] == 1);
+  CHECK_FALSE(trace["deviceProperties"][1].contains("numSms"));  // unknown, not 0
+  CHECK(trace["distributedInfo"]["backend"] == "nccl");
+  CHECK(trace["distributedInfo"]["rank"] == 1);
 }
 
 }  // namespace torchprof
