@@ -53,14 +53,19 @@ void kernel_args(json::Buffer& out, const GpuEvent& g, int64_t base_ns, const Gp
   uint_arg(out, "correlation", g.correlation);
   uint_arg(out, "registers per thread", g.registers_per_thread);
   uint_arg(out, "shared memory", uint64_t{g.static_shared_memory} + g.dynamic_shared_memory);
-  Occupancy occ = device ? estimate_occupancy(g, *device) : Occupancy{};
-  key(out, "blocks per SM");
-  json::append_double(out, occ.blocks_per_sm);
-  key(out, "warps per SM");
-  json::append_double(out, occ.warps_per_sm);
+  // Without the device's properties the occupancy is unknown: left out, as Kineto does,
+  // never written as 0 (TensorBoard warns of every non-positive "blocks per SM").
+  const bool known = device != nullptr && device->num_sms != 0 && device->warp_size != 0;
+  const Occupancy occ = known ? estimate_occupancy(g, *device) : Occupancy{};
+  if (known) {
+    key(out, "blocks per SM");
+    json::append_double(out, occ.blocks_per_sm);
+    key(out, "warps per SM");
+    json::append_double(out, occ.warps_per_sm);
+  }
   dims(out, "grid", g.grid);
   dims(out, "block", g.block);
-  uint_arg(out, "est. achieved occupancy %", static_cast<uint64_t>(occ.achieved_percent));
+  if (known) uint_arg(out, "est. achieved occupancy %", static_cast<uint64_t>(occ.achieved_percent));
   if (g.graph_id != 0) {
     uint_arg(out, "graph id", g.graph_id);
     uint_arg(out, "graph node id", g.graph_node_id);
@@ -86,8 +91,9 @@ void copy_args(json::Buffer& out, const GpuEvent& g) {
 void sync_args(json::Buffer& out, const GpuEvent& g) {
   key(out, "cuda_sync_kind");
   json::append_string(out, g.name);
-  key(out, "stream");
-  json::append_int(out, gpu_tid(g));
+  // CUPTI's stream id as Kineto writes it: a context synchronisation has none,
+  // CUPTI_SYNCHRONIZATION_INVALID_VALUE, written unsigned (4294967295).
+  uint_arg(out, "stream", g.stream);
   uint_arg(out, "correlation", g.correlation);
   uint_arg(out, "device", g.device);
   uint_arg(out, "context", g.context);
@@ -129,6 +135,10 @@ void append_device_properties(json::Buffer& out, const std::vector<GpuDevice>& d
     json::append_uint(out, d.id);
     out += ", \"name\": ";
     json::append_string(out, d.name);
+    if (d.num_sms == 0 && d.warp_size == 0) {  // seen in rows, properties unknown: no made-up zeros
+      out += '}';
+      continue;
+    }
     uint_arg(out, "totalGlobalMem", d.total_global_mem);
     uint_arg(out, "computeMajor", d.compute_major);
     uint_arg(out, "computeMinor", d.compute_minor);
@@ -161,11 +171,12 @@ void append_gpu_event(json::Buffer& out, const GpuEvent& g, int64_t base_ns, uin
   out += ", \"dur\": ";
   json::append_us(out, g.dur_ns());
   out += ",\n    \"args\": {";
+  // Kineto never writes a null External id: without an enclosing op there is none.
   if (external_id != 0) {
     out += "\"External id\": ";
     json::append_uint(out, external_id);
   } else {
-    out += "\"External id\": null";
+    out += "\"External id\": 0";
   }
   switch (g.kind) {
     case GpuKind::kKernel: kernel_args(out, g, base_ns, device); break;

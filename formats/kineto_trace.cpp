@@ -216,6 +216,9 @@ class CycleWriter {
     begin_value();
     kineto::append_gpu_event(out_, g, base_, launch.known ? launch.enclosing_id : 0, device);
     gpu_threads_.insert({g.device, kineto::gpu_tid(g)});
+    if (g.kind == GpuKind::kKernel && backend_.empty() && g.name.str().find("nccl") != std::string::npos) {
+      backend_ = "nccl";  // NCCL's kernels (ncclDevKernel_AllReduce_…): the process group's backend
+    }
     if (launch.known && g.kind != GpuKind::kSync) {
       begin_value();
       kineto::append_flow(out_, /*start=*/false, g.correlation, g.device, kineto::gpu_tid(g), g.start_ns, base_);
@@ -255,10 +258,22 @@ class CycleWriter {
     const int64_t name_ns = span.end == std::numeric_limits<int64_t>::min() ? proc.end_ns : span.end;
     pending.file.path = state_.final_name(worker, name_ns, pending.suffix);
     out_ += "\n  ],\n  \"deviceProperties\": ";
-    kineto::append_device_properties(out_, proc.devices);
+    // Every device this trace has rows on: one without a device record keeps its id only.
+    std::vector<GpuDevice> devices = proc.devices;
+    for (const auto& [device, tid] : gpu_threads_) {
+      if (std::none_of(devices.begin(), devices.end(), [&](const GpuDevice& d) { return d.id == device; })) {
+        GpuDevice unknown;
+        unknown.id = device;
+        devices.push_back(unknown);
+      }
+    }
+    std::sort(devices.begin(), devices.end(), [](const GpuDevice& a, const GpuDevice& b) { return a.id < b.id; });
+    kineto::append_device_properties(out_, devices);
     if (proc.rank) {
       // HTA reads the rank with a regex that expects the space after the colon.
-      out_ += ",\n  \"distributedInfo\": {\"backend\": \"\", \"rank\": ";
+      out_ += ",\n  \"distributedInfo\": {\"backend\": ";
+      json::append_string(out_, backend_);
+      out_ += ", \"rank\": ";
       json::append_int(out_, *proc.rank);
       out_ += ", \"world_size\": ";
       json::append_int(out_, world_size(run, proc));
@@ -359,6 +374,12 @@ class CycleWriter {
   }
 
   void range(const Event& e, uint32_t external_id) {
+    // c10d's ops are named after their backend ("nccl:all_reduce", "gloo:broadcast").
+    if (backend_.empty()) {
+      const std::string& n = e.name.str();
+      if (n.starts_with("nccl:")) backend_ = "nccl";
+      else if (n.starts_with("gloo:")) backend_ = "gloo";
+    }
     const OpInfo* op = e.op();
     const std::string_view cat = op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
     common_named("X", cat, e.name, e.tid, e.start_ns);
@@ -583,6 +604,7 @@ class CycleWriter {
   CycleSpan extent_;  // of the events written
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
+  std::string backend_;  // the process group's backend, from NCCL kernels or c10d op names
 };
 
 class ProcessTraces : public ProcessTraceSink {

@@ -238,6 +238,12 @@ void write_memory(ThreadBuffer* tb, const CUpti_ActivityMemory4& r) {
 }
 
 void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
+  // CUDA 13's CUPTI writes a record for every cudaEventQuery / cudaStreamQuery, those
+  // that found the work unfinished included (returnValue CUDA_ERROR_NOT_READY): they
+  // waited for nothing, and polling would turn into thousands of "Event Sync" rows.
+  // Kept: the synchronisations that returned success, as CUPTI gives them by default
+  // before 13.0 and as Kineto shows them.
+  if (r.returnValue != 0) return;
   wire::GpuSyncExtra x{};
   x.type = static_cast<uint32_t>(r.type);
   x.stream = r.streamId;

@@ -98,8 +98,6 @@ bool resolve_all(void* handle, CuptiApi* api, const char** missing) {
   ok &= resolve(handle, "cuptiGetTimestamp", &api->get_timestamp, missing);
   api->register_timestamp_callback = reinterpret_cast<decltype(api->register_timestamp_callback)>(
       dlsym(handle, "cuptiActivityRegisterTimestampCallback"));
-  api->get_callback_name =
-      reinterpret_cast<decltype(api->get_callback_name)>(dlsym(handle, "cuptiGetCallbackName"));
   return ok;
 }
 

@@ -26,8 +26,6 @@ struct CuptiApi {
   decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
   // Optional: missing in old CUPTIs; then the clock offset is measured instead.
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
-  // Optional: without it every runtime/driver callback is enabled, informative or not.
-  decltype(&cuptiGetCallbackName) get_callback_name = nullptr;
   uint32_t version = 0;      // what cuptiGetVersion reported
   const char* path = "";     // the library's path as dlopen was given it
 };

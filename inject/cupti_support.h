@@ -40,32 +40,6 @@ inline bool measure_clock_offset(bool (*cupti_now)(uint64_t*), uint64_t (*our_no
   return best_width != UINT64_MAX;
 }
 
-// True for the runtime and driver API calls whose callbacks carry information a
-// profile shows: launches, copies, sets, allocations and frees, synchronisations,
-// event records and stream waits, graph launches, the profiler range and device
-// resets. `name` is CUPTI's callback name without its version tag
-// ("cudaLaunchKernel", "cuMemcpyHtoDAsync_v2"). Calls such as cudaGetDevice,
-// cudaGetLastError or cuCtxGetCurrent, made many times per launch by frameworks,
-// are left out: each would cost two callbacks and a record for nothing.
-inline bool informative_api(const char* name, uint32_t len) {
-  static constexpr const char* kPrefixes[] = {
-      // runtime
-      "cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaMemPrefetch",
-      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-      "cudaStreamWaitEvent", "cudaEventRecord", "cudaGraphLaunch", "cudaProfilerStart", "cudaProfilerStop",
-      "cudaDeviceReset",
-      // driver
-      "cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemPrefetch",
-      "cuMemCreate", "cuMemRelease", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-      "cuStreamWaitEvent", "cuEventRecord", "cuGraphLaunch", "cuProfilerStart", "cuProfilerStop"};
-  if (name == nullptr) return false;
-  for (const char* prefix : kPrefixes) {
-    const size_t n = strlen(prefix);
-    if (len >= n && memcmp(name, prefix, n) == 0) return true;
-  }
-  return false;
-}
-
 // CUPTI's correlation ids are 32-bit and wrap on long runs (some 70 minutes at a
 // million API calls a second). The id widened to 64 bits is the one nearest to
 // `reference`, a recent widened id: calls and the records naming them are never
@@ -92,8 +66,9 @@ inline bool correlation_reference_due(uint64_t id, uint64_t reference) {
 // Record layouts. The structs read here are this header version's (CUDA 13.0:
 // CUpti_ActivityKernel10, Device5, Context3 and the copy/set/memory/sync ones);
 // a CUPTI of the same major line writes them unless it is a minor version known to
-// have moved a kind to a newer struct. 13.2 (API version 130200) brought Kernel11,
-// Device6 and Context4. `last_known` is the first API version that writes another
+// have moved a kind to a newer struct. CUPTI 13.1 (API version 130100) writes kernels
+// as CUpti_ActivityKernel11 (its release notes; Kineto switches at CUDA 13.1 too); 13.2
+// (130200) brought Device6 and Context4. `last_known` is the first API version that writes another
 // layout of that kind, 0 when none is known.
 struct RecordLayout {
   uint32_t kind;         // CUpti_ActivityKind
@@ -102,8 +77,8 @@ struct RecordLayout {
 };
 
 inline constexpr RecordLayout kRecordLayouts[] = {
-    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130200},
-    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130200},
+    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130100},
+    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130100},
     {8 /*DEVICE*/, "CUpti_ActivityDevice5", 130200},
     {9 /*CONTEXT*/, "CUpti_ActivityContext3", 130200},
 };

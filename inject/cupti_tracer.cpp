@@ -1,6 +1,8 @@
 #include "inject/cupti_tracer.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "inject/config.h"
 #include "inject/cupti_activity.h"
 #include "inject/cupti_api.h"
+#include "inject/cupti_cbids.h"
 #include "inject/cupti_flush.h"
 #include "inject/cupti_share.h"
 #include "inject/cupti_support.h"
@@ -206,26 +209,20 @@ CUpti_TimestampCallbackFunc align_clock() {
   return nullptr;
 }
 
-// Callbacks for the informative API calls only (cupti_support.h), named as the
-// loaded CUPTI names them; every call of both domains when it cannot name them.
-void enable_informative(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, uint32_t count) {
+// Callbacks for the recorded API calls only (cupti_cbids.h, from this toolkit's
+// headers); a CUPTI of the same major line numbers its calls the same way.
+template <unsigned N>
+void enable_recorded(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CbidClass (&table)[N]) {
   const CuptiApi* api = cupti();
-  if (api->get_callback_name == nullptr) {
-    TP_CUPTI_CALL(enable_domain(1, subscriber, domain));
-    return;
-  }
-  for (uint32_t cbid = 1; cbid < count; ++cbid) {
-    const char* name = nullptr;
-    if (api->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-    const uint32_t len = static_cast<uint32_t>(strlen(name));
-    if (informative_api(name, api_name_length(name, len))) api->enable_callback(1, subscriber, domain, cbid);
+  for (const CbidClass& entry : table) {
+    if ((entry.bits & kApiRecorded) != 0) api->enable_callback(1, subscriber, domain, entry.cbid);
   }
 }
 
 void enable_callbacks(CUpti_SubscriberHandle subscriber, bool api_calls) {
   if (api_calls) {
-    enable_informative(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE);
-    enable_informative(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE);
+    enable_recorded(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeCbids);
+    enable_recorded(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverCbids);
   }
   // What the flushes and the capture range need, whatever the names say.
   TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
@@ -374,6 +371,36 @@ int find_cuda_libraries(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
+// True when the program's own file carries device code (an .nv_fatbin section): nvcc's
+// default links the CUDA runtime statically into it, so no libcudart shows among the
+// loaded libraries, and when its dlopen of libcuda fails nothing else would say so.
+// A few bounded reads of the ELF headers, once, at exit.
+bool executable_has_device_code() {
+  const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool found = false;
+  Elf64_Ehdr eh{};
+  if (pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum &&
+      eh.e_shnum <= 4096) {
+    Elf64_Shdr names{};
+    const off_t at = static_cast<off_t>(eh.e_shoff + uint64_t{eh.e_shstrndx} * sizeof(Elf64_Shdr));
+    static char table[65536];
+    if (pread(fd, &names, sizeof names, at) == static_cast<ssize_t>(sizeof names)) {
+      const size_t size = names.sh_size < sizeof table ? names.sh_size : sizeof table - 1;
+      const ssize_t got = pread(fd, table, size, static_cast<off_t>(names.sh_offset));
+      if (got > 0) {
+        table[got] = '\0';
+        for (ssize_t i = 0; i < got && !found; i += static_cast<ssize_t>(strlen(table + i)) + 1) {
+          found = strcmp(table + i, ".nv_fatbin") == 0 || strcmp(table + i, ".nvFatBinSegment") == 0;
+        }
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
 }  // namespace
 
 // At exit of a process that loaded CUDA's libraries while InitializeInjection was
@@ -385,11 +412,24 @@ void cupti_process_exiting() {
   if (g_started.load(std::memory_order_relaxed) || g_forked.load(std::memory_order_relaxed)) return;
   CudaLibraries libs;
   dl_iterate_phdr(&find_cuda_libraries, &libs);
+  if (libs.first[0] == '\0' && executable_has_device_code()) {
+    // A static runtime loads libcuda itself: when it is not loaded now, that dlopen failed.
+    char exe[96] = "the program";
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      exe[n] = '\0';
+      const char* slash = strrchr(exe, '/');
+      if (slash != nullptr) memmove(exe, slash + 1, strlen(slash + 1) + 1);
+    }
+    snprintf(libs.first, sizeof libs.first, "%s's statically linked CUDA runtime", exe);
+  }
   if (libs.first[0] == '\0') return;
   const char* reason = "the CUDA driver never called InitializeInjection (cuInit failed, or CUDA_INJECTION64_PATH "
                        "did not reach the program)";
   if (access("/proc/driver/nvidia/version", F_OK) != 0) {
     reason = "there is no NVIDIA driver on this machine";
+  } else if (!libs.driver && strstr(libs.first, "statically linked") != nullptr) {
+    reason = "libcuda was never loaded (the runtime's dlopen of libcuda.so.1 failed, or no CUDA call was made)";
   } else if (!libs.driver) {
     reason = "CUDA was never initialised (the program made no CUDA call)";
   }

@@ -64,7 +64,7 @@ void finish_gpu_record(uint8_t* record, bool not_collected, const GpuClockMap& c
 
 size_t record_size(uint32_t kind) {
   // The stand-ins for 13.2's newer structs are 8 bytes longer (fake_cupti_records.cpp).
-  const size_t newer = state().newer_layouts ? 8 : 0;
+  const size_t newer = state().newer_kernels ? 8 : 0;
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);

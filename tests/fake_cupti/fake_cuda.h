@@ -53,6 +53,12 @@ FAKECUDA_EXPORT int fakecuda_init(void);
 // 32 registers, no shared memory. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_launch_kernel(const char* mangled_name, uint64_t duration_ns,
                                                 uint32_t stream, const FakeKernelConfig* config);
+// A runtime launch made by the runtime function of callback id `cbid` named `api_name`
+// (__cudaLaunchKernel for nvcc 13's <<<>>>, cudaLaunchKernelExC, the _ptsz forms...),
+// otherwise as fakecuda_launch_kernel. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_launch_kernel_as(uint32_t cbid, const char* api_name, const char* mangled_name,
+                                                   uint64_t duration_ns, uint32_t stream,
+                                                   const FakeKernelConfig* config);
 // cuLaunchKernel (driver domain, as Triton launches). Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t duration_ns,
                                                        uint32_t stream, const FakeKernelConfig* config);
@@ -73,6 +79,11 @@ FAKECUDA_EXPORT int fakecuda_free(uint64_t address);
 // busy-waits until the GPU timeline end has passed, then emits the
 // SYNCHRONIZATION record and the synchronize-domain callback. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_synchronize(int64_t stream);
+// cudaEventQuery (event != 0: the event's id) or cudaStreamQuery(stream) asking whether
+// the GPU reached `done_raw` (raw clock): callbacks, API record and the synchronisation
+// record CUDA 13's CUPTI writes for every query, with returnValue 0 when done, else
+// CUDA_ERROR_NOT_READY (600). Returns 1 when done.
+FAKECUDA_EXPORT int fakecuda_query(uint32_t event, uint32_t stream, uint64_t done_raw);
 // cudaGraphLaunch of a graph of n kernels run one after the other on `stream`.
 // Each kernel record has graphId = graph_id, graphNodeId = (graph_id << 32) | (index + 1)
 // and the correlation id of the cudaGraphLaunch call; no per-kernel API callback.
@@ -108,6 +119,12 @@ FAKECUDA_EXPORT void fakecuda_unreadable_record(void);
 FAKECUDA_EXPORT uint64_t fakecuda_now(void);
 // End of the last GPU work queued on `stream` (0 if none), on the raw GPU clock.
 FAKECUDA_EXPORT uint64_t fakecuda_stream_end(uint32_t stream);
+// The GPU's raw clock, the one fakecuda_stream_end answers on.
+FAKECUDA_EXPORT uint64_t fakecuda_raw_now(void);
+// Spins until the raw GPU clock reaches `raw_ns` (no API call).
+FAKECUDA_EXPORT void fakecuda_wait_until(uint64_t raw_ns);
+// Work queued on `stream` from now on starts no earlier than `raw_ns` (cudaStreamWaitEvent).
+FAKECUDA_EXPORT void fakecuda_stream_wait_until(uint32_t stream, uint64_t raw_ns);
 // Returns once all GPU work queued so far has ended, without any API call (for
 // tests that then flush and expect complete records).
 FAKECUDA_EXPORT void fakecuda_wait_idle(void);

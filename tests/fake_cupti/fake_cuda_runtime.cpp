@@ -198,6 +198,11 @@ uint32_t fakecuda_launch_kernel(const char* mangled_name, uint64_t duration_ns, 
                     mangled_name, duration_ns, stream, config);
 }
 
+uint32_t fakecuda_launch_kernel_as(uint32_t cbid, const char* api_name, const char* mangled_name,
+                                   uint64_t duration_ns, uint32_t stream, const FakeKernelConfig* config) {
+  return fc::launch(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api_name, mangled_name, duration_ns, stream, config);
+}
+
 uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t duration_ns, uint32_t stream,
                                        const FakeKernelConfig* config) {
   return fc::launch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel",
@@ -282,6 +287,18 @@ uint32_t fakecuda_synchronize(int64_t stream) {
   return call.correlation();
 }
 
+int fakecuda_query(uint32_t event, uint32_t stream, uint64_t done_raw) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
+                   event != 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020,
+                   event != 0 ? "cudaEventQuery" : "cudaStreamQuery");
+  fc::driver_internals(event != 0 ? CUPTI_DRIVER_TRACE_CBID_cuEventQuery : CUPTI_DRIVER_TRACE_CBID_cuStreamQuery,
+                       event != 0 ? "cuEventQuery" : "cuStreamQuery");
+  const bool done = fc::raw_now_ns() >= done_raw;
+  fc::append_query(event != 0, stream, event, call.correlation(), call.start(), fc::now_ns(), done ? 0u : 600u);
+  return done ? 1 : 0;
+}
+
 uint32_t fakecuda_graph_launch(uint32_t graph_id, uint32_t n, const char* const* mangled_names,
                                const uint64_t* durations_ns, uint32_t stream) {
   fakecuda_init();
@@ -359,6 +376,17 @@ void fakecuda_set_dropped(uint64_t n) { fc::state().activity.add_dropped(n); }
 uint64_t fakecuda_now(void) { return fc::now_ns(); }
 
 uint64_t fakecuda_stream_end(uint32_t stream) { return fc::timeline_end(stream); }
+
+uint64_t fakecuda_raw_now(void) { return fc::raw_now_ns(); }
+
+void fakecuda_wait_until(uint64_t raw_ns) { fc::wait_until(raw_ns); }
+
+void fakecuda_stream_wait_until(uint32_t stream, uint64_t raw_ns) {
+  fc::RuntimeState& runtime = fc::state().runtime;
+  std::lock_guard<std::mutex> lock(runtime.mutex);
+  uint64_t& stream_end = runtime.stream_end[stream];
+  stream_end = std::max(stream_end, raw_ns);
+}
 
 void fakecuda_wait_idle(void) { fc::wait_until(fc::timeline_end(kFakeAllStreams)); }
 

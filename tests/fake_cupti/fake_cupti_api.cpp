@@ -104,6 +104,9 @@ uint32_t reported_version() {
   return forced != nullptr ? static_cast<uint32_t>(std::strtoul(forced, nullptr, 10)) : CUPTI_API_VERSION;
 }
 
+// CUPTI 13.1 (API version 130100) writes kernels as CUpti_ActivityKernel10 no more
+// (CUpti_ActivityKernel11, its release notes); device and context records move later.
+bool newer_kernel_layout() { return reported_version() >= 130100; }
 bool newer_record_layouts() { return reported_version() >= 130200; }
 
 State& state() {

@@ -39,6 +39,8 @@ uint32_t reported_version();
 // header's structs rearranged (see fake_cupti_records.cpp), so a reader of the old
 // layout gets wrong values, as it would from the real newer CUPTI.
 bool newer_record_layouts();
+// As newer_record_layouts, for kernel records: from 13.1 on.
+bool newer_kernel_layout();
 
 // Size of the record struct CUPTI uses for `kind` in the reported version, 0 when
 // the fake never writes that kind.
@@ -171,6 +173,7 @@ struct State {
   TimestampSource timestamps;
   std::atomic<uint32_t> thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
   const bool newer_layouts = newer_record_layouts();  // read once, at load (or fork)
+  const bool newer_kernels = newer_kernel_layout();
 };
 
 // Process-wide state; never destroyed, replaced by a fresh one in a forked child.

@@ -151,7 +151,7 @@ void append_kernel(const KernelLaunch& launch) {
   kernel.clusterX = 1;
   kernel.clusterY = 1;
   kernel.clusterZ = 1;
-  if (state().newer_layouts) {
+  if (state().newer_kernels) {
     emit_static_records_once();
     append_newer_layout(kernel, &CUpti_ActivityKernel10::start, &CUpti_ActivityKernel10::end, launch.span.end);
     return;
@@ -238,6 +238,24 @@ void append_synchronization(bool whole_device, uint32_t stream, uint32_t correla
   sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   sync.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   sync.returnValue = 0;
+  append_record(sync);
+}
+
+void append_query(bool event, uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start,
+                  uint64_t end, uint32_t return_value) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = event ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
+                    : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = start;
+  sync.end = end;
+  sync.correlationId = correlation_id;
+  sync.contextId = kFakeContextId;
+  sync.streamId = event ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream;
+  sync.cudaEventId = event ? event_id : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.cudaEventSyncId = event ? event_id : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.returnValue = return_value;
   append_record(sync);
 }
 

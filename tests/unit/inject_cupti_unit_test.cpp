@@ -8,6 +8,7 @@
 #include <string>
 
 #include "inject/cupti_api.h"
+#include "inject/cupti_cbids.h"
 #include "inject/cupti_support.h"
 #include "inject/recorder.h"
 #include "inject/thread_buffer.h"
@@ -112,35 +113,70 @@ TEST_CASE("records with continuation slots: one unit, counted as one record") {
   sem_destroy(&wake);
 }
 
-namespace {
-bool informative(const char* cupti_name) {
-  const uint32_t len = static_cast<uint32_t>(strlen(cupti_name));
-  return ti::informative_api(cupti_name, ti::api_name_length(cupti_name, len));
-}
-}  // namespace
-
-TEST_CASE("informative API calls: launches, copies, syncs, allocations, graphs, events; not the chatter") {
-  for (const char* name : {"cudaLaunchKernel_v7000", "cudaLaunchKernelExC_v11060", "cudaMemcpyAsync_v3020",
-                           "cudaMemcpy2DAsync_ptsz_v7000", "cudaMemsetAsync_v3020", "cudaMalloc_v3020",
-                           "cudaMallocAsync_v11020", "cudaFree_v3020", "cudaFreeAsync_v11020",
-                           "cudaHostAlloc_v3020", "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_v3020",
-                           "cudaEventSynchronize_v3020", "cudaStreamWaitEvent_v3020", "cudaEventRecord_v3020",
-                           "cudaGraphLaunch_v10000", "cudaProfilerStop_v4000", "cudaDeviceReset_v3020",
-                           "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpyHtoDAsync_v2", "cuMemsetD8Async",
-                           "cuMemAlloc_v2", "cuMemFree_v2", "cuMemCreate", "cuCtxSynchronize",
-                           "cuStreamSynchronize", "cuEventRecord", "cuGraphLaunch", "cuProfilerStart"}) {
-    CAPTURE(name);
-    CHECK(informative(name));
+TEST_CASE("recorded API calls come from the toolkit's cbid headers: every launch form, not the chatter") {
+  // Runtime: every call but Kineto's blocklist and the compiler's plumbing.
+  for (uint32_t cbid :
+       {uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000}}) {
+    CAPTURE(cbid);
+    CHECK((ti::runtime_api_class(cbid) & (ti::kApiLaunch | ti::kApiRecorded)) == (ti::kApiLaunch | ti::kApiRecorded));
   }
-  for (const char* name : {"cudaGetDevice_v3020", "cudaSetDevice_v3020", "cudaGetLastError_v3020",
-                           "cudaPeekAtLastError_v3020", "cudaStreamGetCaptureInfo_v10010", "cudaEventQuery_v3020",
-                           "cudaFuncGetAttributes_v3020", "cudaGetDeviceCount_v3020", "cudaPointerGetAttributes_v4000",
-                           "cuCtxGetCurrent", "cuDevicePrimaryCtxGetState", "cuKernelGetAttribute", "cuInit",
-                           "cuModuleGetFunction", "cuStreamQuery", ""}) {
-    CAPTURE(name);
-    CHECK_FALSE(informative(name));
+  for (uint32_t cbid : {uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020},
+                        // Kineto records these too: they count as "CUDA runtime" in its breakdown.
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaFuncSetAttribute_v9000},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000}}) {
+    CAPTURE(cbid);
+    CHECK(ti::runtime_api_recorded(cbid));
   }
-  CHECK_FALSE(ti::informative_api(nullptr, 0));
+  CHECK((ti::runtime_api_class(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) & ti::kApiCopy) != 0);
+  CHECK((ti::runtime_api_class(CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000) & ti::kApiCapture) != 0);
+  for (uint32_t cbid : {uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaPushCallConfiguration_v13000},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaPopCallConfiguration_v13000},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaRegisterFunction_v13000},
+                        uint32_t{CUPTI_RUNTIME_TRACE_CBID___cudaGetKernel_v13000}, 0u, 1000000u}) {
+    CAPTURE(cbid);
+    CHECK_FALSE(ti::runtime_api_recorded(cbid));
+  }
+  // Driver: what direct driver use shows (Triton's launches and the like).
+  for (uint32_t cbid : {uint32_t{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuEventRecord}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent}}) {
+    CAPTURE(cbid);
+    CHECK(ti::driver_api_recorded(cbid));
+  }
+  for (uint32_t cbid : {uint32_t{CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent}, uint32_t{CUPTI_DRIVER_TRACE_CBID_cuInit},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction},
+                        uint32_t{CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState}}) {
+    CAPTURE(cbid);
+    CHECK_FALSE(ti::driver_api_recorded(cbid));
+  }
+  // Every id of the headers is in the tables.
+  CHECK(ti::kRuntimeCbidCount + 2 >= CUPTI_RUNTIME_TRACE_CBID_SIZE - 1);
 }
 
 TEST_CASE("correlation ids widened to 64 bits stay right across the 32-bit wrap") {
@@ -171,6 +207,10 @@ TEST_CASE("correlation ids widened to 64 bits stay right across the 32-bit wrap"
 
 TEST_CASE("record layouts: CUPTI 13.2 moves kernels, devices and contexts to newer structs") {
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130001) == nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130099) == nullptr);
+  // CUPTI 13.1 writes CUpti_ActivityKernel11 (release notes of CUDA 13.1).
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130100) != nullptr);
+  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_KERNEL, 130100) != nullptr);
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130000) == nullptr);
   CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130105) == nullptr);
   const ti::RecordLayout* device = ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130200);

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis_capture_builder.h"
 #include "analysis_gpu_capture.h"
 #include "analysis/analysis.h"
 #include "formats/kineto_gpu.h"
@@ -69,7 +70,7 @@ TEST_CASE("trace gpu: kernels and copies on pid = device, tid = stream, with Kin
   // The kernel's External id is the one of the range around its launch.
   auto train = with(trace, "name", "train").at(0);
   CHECK(matmul["args"]["External id"] == train["args"]["External id"]);
-  CHECK(by_name.at("orphan()")["args"]["External id"].is_null());
+  CHECK(by_name.at("orphan()")["args"]["External id"] == 0);  // never null, as in Kineto
 
   auto copies = with(trace, "cat", "gpu_memcpy");
   REQUIRE(copies.size() == 1);
@@ -189,6 +190,34 @@ TEST_CASE("stats: nsys-style kernel, API and memory summaries") {
   CHECK(malloc_line.find("300") != std::string::npos);
 }
 
+TEST_CASE("trace gpu: unknown device properties leave the occupancy out; a context sync's stream is unsigned") {
+  GpuEvent k;
+  k.kind = GpuKind::kKernel;
+  k.grid[0] = k.grid[1] = k.grid[2] = 1;
+  k.block[0] = 128;
+  k.block[1] = k.block[2] = 1;
+  k.start_ns = 1000;
+  k.end_ns = 2000;
+  json::Buffer out;
+  kineto::append_gpu_event(out, k, 0, 0, nullptr);
+  auto kernel = nlohmann::json::parse(out.view());
+  CHECK_FALSE(kernel["args"].contains("blocks per SM"));
+  CHECK_FALSE(kernel["args"].contains("warps per SM"));
+  CHECK_FALSE(kernel["args"].contains("est. achieved occupancy %"));
+  CHECK(kernel["args"]["grid"] == nlohmann::json::parse("[1, 1, 1]"));
+  CHECK(kernel["args"]["External id"] == 0);
+  GpuEvent sync;
+  sync.kind = GpuKind::kSync;
+  sync.name = "Context Sync";
+  sync.stream = ~0u;
+  sync.start_ns = 1000;
+  sync.end_ns = 3000;
+  json::Buffer sync_out;
+  kineto::append_gpu_event(sync_out, sync, 0, 7, nullptr);
+  auto row = nlohmann::json::parse(sync_out.view());
+  CHECK(row["args"]["stream"] == 4294967295u);
+}
+
 TEST_CASE("trace gpu: occupancy estimate is limited by registers") {
   GpuEvent k;
   k.grid[0] = 1000;
@@ -204,6 +233,40 @@ TEST_CASE("trace gpu: occupancy estimate is limited by registers") {
   auto occ = kineto::estimate_occupancy(k, d);
   CHECK(occ.blocks_per_sm == doctest::Approx(10.0));
   CHECK(occ.achieved_percent == 50);
+}
+
+}  // namespace torchprof
+
+namespace torchprof {
+
+TEST_CASE("trace gpu: deviceProperties for every device with rows; NCCL kernels name the backend") {
+  enum : uint32_t { kLaunch = 1, kNccl, kGemm, kGpuName, kRange };
+  test::Slots cpu;
+  cpu.str(kLaunch, "cudaLaunchKernel").str(kRange, "step");
+  cpu.push(kRange, 1000).api(kLaunch, 2000, 2100, 1).api(kLaunch, 2200, 2300, 2).pop(9000);
+  wire::GpuDeviceExtra props{};
+  props.num_sms = 132;
+  props.warp_size = 32;
+  props.max_threads_per_multiprocessor = 2048;
+  test::Slots gpu;
+  gpu.str(kNccl, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+  gpu.str(kGemm, "_Z4gemmv").str(kGpuName, "Fake GPU");
+  gpu.device(0, kGpuName, props);
+  gpu.kernel(kGemm, 3000, 4000, 1, 7, 0).kernel(kNccl, 3000, 5000, 2, 9, 1);  // device 1: no device record
+  test::CaptureBuilder b;
+  b.chunk(capture::ChunkType::kHello, 1,
+          test::hello_body(43, 1, 0, 1'700'000'000'000'000'000, "/bin/app", {"app"}, "h", {"RANK=1", "WORLD_SIZE=2"}));
+  b.chunk(capture::ChunkType::kFrame, 1, test::frame_body(100, 0, cpu));
+  b.chunk(capture::ChunkType::kFrame, 1, test::frame_body(200, 0, gpu));
+  const test::Traced t = test::traced(b.save("gpu_two_devices.tprof"), {}, {test::trace_dir("trace_two_devices"), false});
+  REQUIRE(t.files.size() == 1);
+  const nlohmann::json trace = test::trace_json(t.files[0].path);
+  REQUIRE(trace["deviceProperties"].size() == 2);
+  CHECK(trace["deviceProperties"][0]["numSms"] == 132);
+  CHECK(trace["deviceProperties"][1]["id"] == 1);
+  CHECK_FALSE(trace["deviceProperties"][1].contains("numSms"));  // unknown, not 0
+  CHECK(trace["distributedInfo"]["backend"] == "nccl");
+  CHECK(trace["distributedInfo"]["rank"] == 1);
 }
 
 }  // namespace torchprof
