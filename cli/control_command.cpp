@@ -35,7 +35,12 @@ bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of
 
 ControlEntry find_run(const std::string& target) {
   if (target.empty() || all_digits(target)) {
-    std::vector<ControlEntry> runs = running_entries();
+    std::vector<ControlEntry> runs;
+    try {
+      runs = running_entries();
+    } catch (const std::runtime_error& e) {
+      throw ControlFailure{kExitControlRefused, std::string("refused: ") + e.what()};
+    }
     if (!target.empty()) {
       const pid_t pid = static_cast<pid_t>(std::stol(target));
       for (const ControlEntry& e : runs) {
@@ -49,16 +54,38 @@ ControlEntry find_run(const std::string& target) {
     }
     return runs.front();
   }
-  std::optional<ControlEntry> e = read_control_file(target + "/.control");
+  std::string why;
+  std::optional<ControlEntry> e = read_control_file(target + "/.control", &why);
   if (!e) {
+    if (!why.empty()) throw ControlFailure{kExitControlRefused, target + ": refused: " + why};
     if (errno == EACCES) throw ControlFailure{kExitControlRefused, target + ": refused: the run belongs to another user"};
     throw ControlFailure{kExitUsage, target + ": no running capture (the run has finished, or it is not a torchprof-run output directory)"};
   }
   return *e;
 }
 
+// The server must be a process of ours: another user's could answer anything.
+void check_server_uid(int fd, const ControlEntry& run) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw ControlFailure{kExitControlRefused, run.dir + ": refused: the server's uid is unknown (" +
+                                                  std::strerror(err) + ")"};
+  }
+  if (cred.uid != ::geteuid()) {
+    ::close(fd);
+    throw ControlFailure{kExitControlRefused, run.dir + ": refused: " + run.socket + " is served by uid " +
+                                                  std::to_string(cred.uid) + ", not by you"};
+  }
+}
+
 // One request, one reply line.
 std::string ask(const ControlEntry& run, const std::string& request) {
+  if (const std::string why = untrusted_socket_reason(run.socket); !why.empty()) {
+    throw ControlFailure{kExitControlRefused, run.dir + ": refused: " + why};
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (run.socket.size() >= sizeof(addr.sun_path)) throw ControlFailure{kExitUsage, "bad control socket path"};
@@ -73,6 +100,7 @@ std::string ask(const ControlEntry& run, const std::string& request) {
     }
     throw ControlFailure{kExitUsage, run.dir + ": no running capture (the run has finished)"};
   }
+  check_server_uid(fd, run);
   const std::string line = request + "\n";
   // A refusal may come (and the socket close) before the request is sent: the reply is
   // read all the same.

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <fstream>
 #include <sstream>
 
@@ -85,9 +87,32 @@ void ControlRegistration::write_all() {
   if (!registry_file_.empty()) write_private(registry_file_, text);
 }
 
-std::optional<ControlEntry> read_control_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+std::optional<ControlEntry> read_control_file(const std::string& path, std::string* why_untrusted) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP && why_untrusted != nullptr) *why_untrusted = path + " is a symbolic link";
+    return std::nullopt;
+  }
+  struct stat st{};
+  std::string why;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = path + " is not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    why = path + " belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  } else if ((st.st_mode & 022) != 0) {
+    why = path + " can be written by group or others";
+  }
+  if (!why.empty()) {
+    ::close(fd);
+    if (why_untrusted != nullptr) *why_untrusted = why;
+    errno = EACCES;
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 16);) text.append(buf, size_t(n));
+  ::close(fd);
+  std::istringstream in(text);
   ControlEntry e;
   std::string line;
   while (std::getline(in, line)) {
@@ -107,17 +132,52 @@ std::optional<ControlEntry> read_control_file(const std::string& path) {
   return e;
 }
 
+std::string untrusted_socket_reason(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos || slash == 0) return path + " is not in a directory of its own";
+  const std::string dir = path.substr(0, slash);
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return "";  // gone: connecting says the run has finished
+  if (!S_ISDIR(st.st_mode)) return "the socket's directory " + dir + " is a link or not a directory";
+  if (st.st_uid != ::geteuid()) return "the socket's directory " + dir + " belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if ((st.st_mode & 077) != 0) return "the socket's directory " + dir + " is not private (mode 0700)";
+  if (::lstat(path.c_str(), &st) == 0 && (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid())) {
+    return path + " is not a socket of ours";
+  }
+  return "";
+}
+
 std::vector<ControlEntry> running_entries() {
   std::vector<ControlEntry> out;
   const std::string dir = registry_dir();
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    if (errno == ENOENT) return out;
+    throw std::runtime_error(dir + (errno == ELOOP || errno == ENOTDIR ? " is a link or not a directory"
+                                                                        : ": " + std::string(std::strerror(errno))));
+  }
+  struct stat st{};
+  if (::fstat(dfd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    ::close(dfd);
+    throw std::runtime_error(dir + (st.st_uid != ::geteuid()
+                                        ? " belongs to another user (uid " + std::to_string(st.st_uid) + ")"
+                                        : " is open to group or others (it must be mode 0700)"));
+  }
+  DIR* d = ::fdopendir(dfd);
+  if (d == nullptr) {
+    ::close(dfd);
+    return out;
+  }
   while (dirent* ent = ::readdir(d)) {
     const std::string name = ent->d_name;
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     const std::string path = dir + "/" + name;
-    std::optional<ControlEntry> e = read_control_file(path);
-    if (!e) continue;
+    std::string why;
+    std::optional<ControlEntry> e = read_control_file(path, &why);
+    if (!e) {
+      if (!why.empty()) log().warn("ignoring {}", why);
+      continue;
+    }
     if (!alive(e->launcher)) {
       ::unlink(path.c_str());  // a launcher killed before it could clean up
       continue;

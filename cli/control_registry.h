@@ -36,9 +36,16 @@ class ControlRegistration {
 };
 
 std::string registry_dir();
-// "key=value" lines; nullopt when unreadable (errno set).
-std::optional<ControlEntry> read_control_file(const std::string& path);
-// The registry's entries whose launcher still runs (stale ones are removed).
+// "key=value" lines; nullopt when unreadable (errno set). `why_untrusted` is set (and
+// nullopt returned) when the file is a link, not a regular file, not ours, or writable
+// by group or others: anyone could then name a socket of theirs in it.
+std::optional<ControlEntry> read_control_file(const std::string& path, std::string* why_untrusted = nullptr);
+// Why the socket `path` names cannot be trusted to be a run of ours: its directory is not
+// a private (0700) directory of ours, or the socket is someone else's. "" when it can.
+std::string untrusted_socket_reason(const std::string& path);
+// The registry's entries whose launcher still runs (stale ones are removed). Throws
+// std::runtime_error when the registry directory is not a private directory of ours
+// (a link, another user's, or open to group or others): it is not read then.
 std::vector<ControlEntry> running_entries();
 
 }  // namespace torchprof::cli

@@ -1,5 +1,6 @@
 #include "cli/program_path.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,9 +25,36 @@ ResolvedProgram check_explicit(const std::string& name) {
   return {name, 0, ""};
 }
 
+// A script whose #! line names an interpreter that is not there fails in execve with
+// ENOENT, which would read as if the script itself were missing: said here, before any
+// output directory is made.
+ResolvedProgram check_interpreter(ResolvedProgram found) {
+  if (found.exit_code != 0) return found;
+  const int fd = ::open(found.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return found;
+  char head[512];
+  const ssize_t n = ::read(fd, head, sizeof head);
+  ::close(fd);
+  if (n < 3 || head[0] != '#' || head[1] != '!') return found;
+  const std::string line(head + 2, static_cast<size_t>(n - 2));
+  const size_t start = line.find_first_not_of(" \t");
+  if (start == std::string::npos) return found;
+  const size_t end = line.find_first_of(" \t\r\n", start);
+  const std::string interpreter = line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  if (interpreter.empty() || is_executable_file(interpreter)) return found;
+  struct stat st {};
+  const bool exists = ::stat(interpreter.c_str(), &st) == 0;
+  return {"", exists ? 126 : 127,
+          "bad interpreter " + interpreter + ": " + (exists ? "not an executable file" : "No such file or directory")};
+}
+
 }  // namespace
 
 ResolvedProgram resolve_program(const std::string& name, const char* path_env) {
+  return check_interpreter(resolve_program_file(name, path_env));
+}
+
+ResolvedProgram resolve_program_file(const std::string& name, const char* path_env) {
   if (name.empty()) return {"", 127, "command not found"};
   if (name.find('/') != std::string::npos) return check_explicit(name);
   const std::string dirs = path_env != nullptr ? path_env : kDefaultPath;

@@ -13,7 +13,12 @@ struct ResolvedProgram {
 
 // A name with a slash is taken as it is; otherwise each directory of `path_env`
 // (an empty entry meaning ".", unset meaning the system default) is searched for an
-// executable regular file.
+// executable regular file. A script found so whose #! interpreter is missing is not
+// runnable either: 127 (126 when it is there but cannot be executed), the error naming
+// the interpreter.
 ResolvedProgram resolve_program(const std::string& name, const char* path_env);
+
+// The file alone, its #! line unread.
+ResolvedProgram resolve_program_file(const std::string& name, const char* path_env);
 
 }  // namespace torchprof::cli

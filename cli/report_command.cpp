@@ -9,6 +9,7 @@
 #include "cli/completion.h"
 #include "cli/errors.h"
 #include "cli/log.h"
+#include "cli/output_dir.h"
 #include "collector/capture_writer.h"
 #include "pipeline/check.h"
 
@@ -18,20 +19,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The one-input report: as it always was, files beside the capture by default.
+// The one-input report: a directory of its own, by default `report` inside the run's;
+// a directory that holds something (the run itself, an earlier report) is never written
+// over: DIR-1, DIR-2, … is taken instead, and said.
 int report_one(const ReportOptions& options, OutputOptions out) {
   const std::string capture = capture_path_of(options.inputs.front());
-  out.out_dir = options.out_dir;
-  if (out.out_dir.empty()) {
-    out.out_dir = fs::path(capture).parent_path().string();
-    if (out.out_dir.empty()) out.out_dir = ".";
+  std::string wanted = options.out_dir;
+  if (wanted.empty()) {
+    const std::string run_dir = fs::path(capture).parent_path().string();
+    wanted = (run_dir.empty() ? std::string(".") : run_dir) + "/report";
   }
-  std::error_code ec;
-  fs::create_directories(out.out_dir, ec);
-  if (ec) throw InputError("cannot create " + out.out_dir + ": " + ec.message());
+  const OutputDir dir = create_output_dir(wanted);
+  say_redirect(wanted, dir);
+  out.out_dir = dir.path;
+  out.out_dir_handle = dir.handle;
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
-  log().debug("results in {}", result.out_dir);
+  if (options.out_dir.empty()) {
+    log().info("results in {}", result.out_dir);
+  } else {
+    log().debug("results in {}", result.out_dir);
+  }
   return 0;
 }
 

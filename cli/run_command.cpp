@@ -23,6 +23,7 @@
 #include "cli/python_target.h"
 #include "cli/validators.h"
 #include "cli/run_info.h"
+#include "cli/stale_sockets.h"
 #include "cli/target_process.h"
 #include "collector/capture_writer.h"
 #include "collector/control_server.h"
@@ -147,9 +148,11 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
 // Analysis problems are reported, but the target's own failure is what the caller
 // most needs to see in the exit code.
 int write_run_outputs(const RunOptions& options, const std::string& capture,
-                      const std::string& dir, const TargetStatus& status) {
+                      const OutputDir& out_dir, const TargetStatus& status) {
+  const std::string& dir = out_dir.path;
   OutputOptions out = options.output;
   out.out_dir = dir;
+  out.out_dir_handle = out_dir.handle;
   out.quiet = options.common.quiet;
   out.format = "table";
   out.write_files = true;
@@ -268,14 +271,17 @@ int run_command(const RunOptions& options) {
   if (const std::string why = untraceable_reason(program.path); !why.empty()) {
     log().warn("{} {}", name, why);
   }
+  if (const int stale = remove_stale_socket_dirs(socket_dir_bases()); stale > 0) {
+    log().debug("removed {} socket directories of launchers that were killed", stale);
+  }
   const std::string lib = find_inject_library();
   const std::string host = host_name();
   const std::string wanted = expand_output_pattern(
       options.out_pattern, host, ::getpid(), [](const char* var) { return std::getenv(var); });
   const OutputDir dir = create_output_dir(wanted);
-  if (dir.renamed) log().info("{} holds an earlier run; writing to {}", wanted, dir.path);
+  say_redirect(wanted, dir);
 
-  CaptureWriter writer(dir.path);
+  CaptureWriter writer(dir.path, dir.handle);
   std::error_code ec;
   const RunInfo info{options.command, program.path, host,
                      std::filesystem::current_path(ec).string(), ::getpid(), real_now_ns(),
@@ -286,7 +292,7 @@ int run_command(const RunOptions& options) {
                      run_end_json(profiled.status, real_now_ns(), profiled.connections));
   writer.close();
   if (!writer.ok()) log().error("the capture is incomplete: {}", writer.error());
-  return write_run_outputs(options, writer.path(), dir.path, profiled.status);
+  return write_run_outputs(options, writer.path(), dir, profiled.status);
 }
 
 }  // namespace torchprof::cli

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <system_error>
 
 #include "cli/errors.h"
@@ -31,8 +32,12 @@ TargetStatus status_from_wait(int wstatus) {
 }
 
 // Runs in the forked child, so only async-signal-safe calls.
+// The program gets SIGTERM when the launcher dies (killed with SIGKILL, say), rather
+// than running on unobserved under init; if it died already, before the prctl, now.
 [[noreturn]] void exec_child(const char* path, char* const* argv, char* const* envp,
-                             const sigset_t& mask, int report_fd) {
+                             const sigset_t& mask, int report_fd, pid_t launcher) {
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) ::_exit(128 + SIGTERM);
   ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   ::execve(path, argv, envp);
   const int err = errno;
@@ -106,6 +111,7 @@ int TargetProcess::spawn(const std::string& path, const std::vector<std::string>
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe2");
   }
+  const pid_t launcher = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
     const int err = errno;
@@ -115,7 +121,7 @@ int TargetProcess::spawn(const std::string& path, const std::vector<std::string>
   }
   if (pid_ == 0) {
     ::close(fds[0]);
-    exec_child(path.c_str(), c_argv.data(), c_env.data(), old_mask_, fds[1]);
+    exec_child(path.c_str(), c_argv.data(), c_env.data(), old_mask_, fds[1], launcher);
   }
   ::close(fds[1]);
   int exec_errno = 0;
@@ -138,6 +144,15 @@ TargetStatus TargetProcess::wait() {
     if (sig <= 0 || sig == SIGCHLD || status_) continue;
     if (sig == SIGUSR2 && on_usr2_) {
       on_usr2_();
+      continue;
+    }
+    // A program that ignores Ctrl-C: the second sends it SIGTERM, the third SIGKILL. The
+    // capture is finished as after any other end of the program.
+    if (sig == SIGINT && ++interrupts_ >= 2) {
+      const int escalated = interrupts_ == 2 ? SIGTERM : SIGKILL;
+      std::cerr << "torchprof: interrupted again: sending " << (escalated == SIGTERM ? "SIGTERM" : "SIGKILL")
+                << " to pid " << pid_ << (escalated == SIGTERM ? " (once more: SIGKILL)" : "") << "\n";
+      ::kill(pid_, escalated);
       continue;
     }
     // si_code <= 0: sent with kill()/sigqueue()/tgkill() by some process. A terminal's

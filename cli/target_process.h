@@ -65,6 +65,7 @@ class TargetProcess {
   pid_t pid_ = -1;
   std::optional<TargetStatus> status_;
   bool children_left_ = false;
+  int interrupts_ = 0;  // SIGINTs while the program runs
 };
 
 }  // namespace torchprof::cli

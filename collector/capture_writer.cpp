@@ -22,8 +22,9 @@ uint64_t real_now_ns() {
 
 }  // namespace
 
-CaptureWriter::CaptureWriter(const std::string& dir) : path_(dir + "/" + kFileName) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+CaptureWriter::CaptureWriter(const std::string& dir, const DirHandle& held) : path_(dir + "/" + kFileName) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
+  fd_ = held.valid() ? ::openat(held.fd(), kFileName, kFlags, 0644) : ::open(path_.c_str(), kFlags, 0644);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + path_);
   capture::FileHeader header{};
   std::memcpy(header.magic, capture::kFileMagic, sizeof(header.magic));

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/safe_dir.h"
 #include "common/wire/capture_format.h"
 
 namespace torchprof {
@@ -19,9 +20,10 @@ class CaptureWriter {
  public:
   static constexpr const char* kFileName = "capture.tprof";
 
-  // Creates DIR/capture.tprof, which must not exist yet, and writes the file header.
+  // Creates DIR/capture.tprof, which must not exist yet, and writes the file header;
+  // inside `held` (DIR as the caller opened it) by name when given, never through a link.
   // Throws std::system_error when the file cannot be created.
-  explicit CaptureWriter(const std::string& dir);
+  explicit CaptureWriter(const std::string& dir, const DirHandle& held = {});
   ~CaptureWriter();
   CaptureWriter(const CaptureWriter&) = delete;
   CaptureWriter& operator=(const CaptureWriter&) = delete;

@@ -1,5 +1,7 @@
 #include "formats/kineto_trace.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <utility>
 
 #include "analysis/analysis.h"
+#include "common/errors.h"
 #include "common/wire/wire.h"
 #include "formats/json_writer.h"
 #include "formats/kineto_gpu.h"
@@ -35,9 +38,11 @@ constexpr size_t kMaxOpenCycles = 8;
 
 class PlainFile : public OutputFile {
  public:
-  PlainFile(const std::string& path, bool append)
-      : path_(path), file_(std::fopen(path.c_str(), append ? "ab" : "wb")) {
-    if (!file_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  PlainFile(const std::string& path, int fd, bool append) : path_(path), file_(::fdopen(fd, append ? "ab" : "wb")) {
+    if (!file_) {
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    }
   }
   ~PlainFile() override {
     if (file_) std::fclose(file_);
@@ -61,8 +66,11 @@ class PlainFile : public OutputFile {
 class GzipFile : public OutputFile {
  public:
   // Level 3: most of level 6's ratio on JSON at several times its speed.
-  GzipFile(const std::string& path, bool append) : path_(path), file_(gzopen(path.c_str(), append ? "ab3" : "wb3")) {
-    if (!file_) throw std::runtime_error("cannot write " + path);
+  GzipFile(const std::string& path, int fd, bool append) : path_(path), file_(gzdopen(fd, append ? "ab3" : "wb3")) {
+    if (!file_) {
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path);
+    }
   }
   ~GzipFile() override {
     if (file_) gzclose(file_);
@@ -119,7 +127,7 @@ struct KinetoTraces::State {
   explicit State(TraceOptions o) : options(std::move(o)) {}
   TraceOptions options;
   WriteBehind behind{4, kBlockBytes};
-  bool dir_made = false;
+  DirHandle dir;  // options.dir, once the first trace is made
   uint64_t next_partial = 0;
   std::set<std::string> used;  // final names given out
   struct Pending {
@@ -130,10 +138,7 @@ struct KinetoTraces::State {
   std::vector<Pending> pending;
 
   std::string partial_path(int pid, int cycle) {
-    if (!dir_made) {
-      fs::create_directories(options.dir);
-      dir_made = true;
-    }
+    if (!dir.valid()) dir = open_traces_dir();
     return (fs::path(options.dir) / ("." + std::to_string(pid) + "." + std::to_string(cycle) + "." +
                                      std::to_string(next_partial++) + ".partial"))
         .string();
@@ -146,14 +151,26 @@ struct KinetoTraces::State {
     do {
       suffix = "." + std::to_string(unix_ns++) + ext;
       path = (fs::path(options.dir) / (worker + suffix)).string();
-    } while (used.count(path) || fs::exists(path));
+    } while (used.count(path) || exists_at(dir, basename_of(path)));
     used.insert(path);
     return path;
   }
 
   std::shared_ptr<OutputFile> open(const std::string& path, bool append) {
-    if (options.gzip) return std::make_shared<GzipFile>(path, append);
-    return std::make_shared<PlainFile>(path, append);
+    const int fd = open_file_at(dir, basename_of(path), append, path);
+    if (options.gzip) return std::make_shared<GzipFile>(path, fd, append);
+    return std::make_shared<PlainFile>(path, fd, append);
+  }
+
+  // Made inside the held parent by name (or opened by path), and ours alone: no one
+  // else can put a link where a trace is about to be written.
+  DirHandle open_traces_dir() const {
+    if (options.parent.valid()) {
+      return sub_dir(options.parent, fs::path(options.dir).filename().string(), options.dir);
+    }
+    DirHandle d = open_dir_safely(options.dir, /*create=*/true);
+    if (const std::string why = unsafe_dir_reason(d, options.dir); !why.empty()) throw InputError(why);
+    return d;
   }
 };
 
@@ -187,8 +204,7 @@ class CycleWriter {
     if (file_) state_.behind.close(file_);
     file_.reset();
     out_.clear();
-    std::error_code ec;
-    fs::remove(partial_, ec);
+    ::unlinkat(state_.dir.fd(), basename_of(partial_).c_str(), 0);
   }
 
   void event(const Event& e, const EventIds& ids) {
@@ -699,9 +715,10 @@ std::vector<TraceFile> KinetoTraces::finish(const WorkerOf& worker_of) {
         file.worker = worker;
       }
     }
-    std::error_code ec;
-    fs::rename(p.partial, file.path, ec);
-    if (ec) throw std::runtime_error("cannot write " + file.path + ": " + ec.message());
+    if (::renameat(state_->dir.fd(), basename_of(p.partial).c_str(), state_->dir.fd(),
+                   basename_of(file.path).c_str()) != 0) {
+      throw std::runtime_error("cannot write " + file.path + ": " + std::strerror(errno));
+    }
     files.push_back(std::move(file));
   }
   state_->pending.clear();

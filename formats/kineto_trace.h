@@ -17,13 +17,16 @@
 
 #include "analysis/model.h"
 #include "analysis/trace_sink.h"
+#include "common/safe_dir.h"
 #include "formats/json_writer.h"
 
 namespace torchprof {
 
 struct TraceOptions {
-  std::string dir;  // traces go here (created if missing)
+  std::string dir;  // traces go here (created if missing); as shown in paths and messages
   bool gzip = false;
+  DirHandle parent;  // the held directory `dir` is made in, by its last name; empty: `dir`
+                     // is opened by path (open_dir_safely). Either way it must be ours alone.
 };
 
 struct TraceFile {

@@ -213,10 +213,27 @@ std::string format_delta(const DiffResult& d, double v) {
   return d.time_metric ? format_signed_time_ns(v) : format_count(v, /*sign=*/true);
 }
 
+std::string trimmed_count(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, v == std::floor(v) ? "%.0f" : "%.1f", v);
+  return buf;
+}
+
 std::string regression_line(const DiffResult& d, const DiffRow& row, const std::string& what) {
   return what + ": " + format_value(d, row.before) + " -> " + format_value(d, row.after) +
          (d.per_step ? " per step" : "") + " (" + format_pct(row.delta_pct()) + ", threshold " +
          format_pct(d.threshold_pct).substr(1) + ")";
+}
+
+// The after-run recorded under half the events of the before-run (per step when both
+// have steps): it recorded nearly nothing, or something else. "" when it did not.
+std::string event_collapse(const RunData& before, const RunData& after, double div_before, double div_after) {
+  const double b = static_cast<double>(before.events) / div_before;
+  const double a = static_cast<double>(after.events) / div_after;
+  if (before.events == 0 || a * 2 >= b) return "";
+  const bool per_step = div_before != 1.0 || div_after != 1.0;
+  return "events: " + trimmed_count(b) + " -> " + trimmed_count(a) + (per_step ? " per step" : "") +
+         " (the after-run recorded less than half as many events)";
 }
 
 void fill_total(DiffResult& d, const RunData& before, const RunData& after, double div_before,
@@ -360,8 +377,20 @@ DiffResult compute_diff(const RunData& before, const RunData& after, const DiffO
   });
   fill_total(d, before, after, div_before, div_after);
   if (d.total.status == DiffStatus::kRegressed) d.regressions.push_back(regression_line(d, d.total, "total " + d.total_label));
+  if (const std::string collapse = event_collapse(before, after, div_before, div_after); !collapse.empty()) {
+    d.regressions.push_back(collapse);
+  }
+  const auto min_time = static_cast<double>(options.min_time_ns);
   for (const DiffRow& row : d.rows) {
-    if (row.status == DiffStatus::kRegressed) d.regressions.push_back(regression_line(d, row, row.name + " (" + row.kind + ")"));
+    const std::string what = row.name + " (" + row.kind + ")";
+    if (row.status == DiffStatus::kRegressed) d.regressions.push_back(regression_line(d, row, what));
+    // An op the after-run lacks did not get faster: it was not recorded, or the run is
+    // another program. Steps the after-run lacks are judged by the step times.
+    const bool judged_gone = d.metric != "step_time" && (!d.time_metric || row.before >= min_time);
+    if (row.status == DiffStatus::kGone && judged_gone) {
+      d.regressions.push_back(what + ": " + format_value(d, row.before) + (d.per_step ? " per step" : "") +
+                              " before, not in the after-run");
+    }
   }
   return d;
 }

@@ -131,11 +131,10 @@ std::string render(const TableRows& rows, const RankReport& ranks, const std::st
   throw InputError("unknown format '" + format + "' (valid: table, csv, json, markdown)");
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno));
+// Every output is made inside the held directory by name: a link planted under that
+// name is replaced, never followed.
+void write_text(const DirHandle& dir, const fs::path& shown_dir, const std::string& name, const std::string& text) {
+  write_file_at(dir, name, text, (shown_dir / name).string());
 }
 
 EmptyResultContext empty_result_context(const OutputOptions& options) {
@@ -180,13 +179,20 @@ OutputResult result_of(const Run& run, const OutputOptions& options) {
   return result;
 }
 
-// The output directory, made when it does not exist yet.
-fs::path made_out_dir(const OutputOptions& options) {
-  fs::path dir(options.out_dir.empty() ? "." : options.out_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+fs::path shown_out_dir(const OutputOptions& options) { return options.out_dir.empty() ? "." : options.out_dir; }
+
+// The output directory as the caller holds it, else opened (made when it does not exist
+// yet) and refused when someone else could write in it.
+DirHandle made_out_dir(const OutputOptions& options) {
+  if (options.out_dir_handle.valid()) return options.out_dir_handle;
+  const std::string shown = shown_out_dir(options).string();
+  DirHandle dir = open_dir_safely(shown, /*create=*/true);
+  if (const std::string why = unsafe_dir_reason(dir, shown); !why.empty()) throw InputError(why);
   return dir;
+}
+
+TraceOptions trace_options(const OutputOptions& options) {
+  return TraceOptions{(shown_out_dir(options) / "traces").string(), options.gzip, made_out_dir(options)};
 }
 
 // What can reject the options (the sort key, the format) is tried before the capture is
@@ -222,22 +228,23 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
   const std::string advice = options.advice ? render_advice(overview, options.row_limit) : std::string();
   const OutputResult result = result_of(run, options);
   if (options.write_files) {
-    const fs::path dir = made_out_dir(options);
+    const DirHandle held = made_out_dir(options);
+    const fs::path dir = shown_out_dir(options);
     std::vector<std::string> traces;
     for (const TraceFile& f : trace_files) traces.push_back(f.path);
-    write_text(dir / "summary.json", render_summary_json(run, traces, dir.string(), ranks, &overview));
-    write_text(dir / "table.txt", rendered("table"));
+    write_text(held, dir, "summary.json", render_summary_json(run, traces, dir.string(), ranks, &overview));
+    write_text(held, dir, "table.txt", rendered("table"));
     HtmlReportOptions html;
     html.overview = &overview;
     html.empty_result = explain_empty_result(run, empty_result_context(options));
     for (const std::string& t : traces) html.traces.push_back(fs::path(t).lexically_relative(dir).generic_string());
-    write_text(dir / "report.html", render_html_report(run, rows, html));
-    if (!folded.empty()) write_text(dir / "stacks.folded", folded);
-    if (options.advice) write_text(dir / "advice.txt", advice);
+    write_text(held, dir, "report.html", render_html_report(run, rows, html));
+    if (!folded.empty()) write_text(held, dir, "stacks.folded", folded);
+    if (options.advice) write_text(held, dir, "advice.txt", advice);
     if (options.stats) {
       std::ostringstream stats;
       render_stats(run, stats);
-      write_text(dir / "stats.txt", stats.str());
+      write_text(held, dir, "stats.txt", stats.str());
     }
   }
   if (!options.quiet) {
@@ -263,7 +270,7 @@ OutputResult emit_table(const Run& run, const OutputOptions& options, std::ostre
   const OutputResult result = result_of(run, options);
   if (options.write_files) {
     const bool same = options.format == "table" && !options.quiet;
-    write_text(made_out_dir(options) / "table.txt", same ? printed : render_table(rows));
+    write_text(made_out_dir(options), shown_out_dir(options), "table.txt", same ? printed : render_table(rows));
   }
   if (!options.quiet) {
     out << printed;
@@ -291,7 +298,7 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
   }
   check_options(options);
   std::optional<KinetoTraces> traces;
-  if (options.write_files) traces.emplace(TraceOptions{(made_out_dir(options) / "traces").string(), options.gzip});
+  if (options.write_files) traces.emplace(trace_options(options));
   Run run = analyse_run(capture, analysis, report_outputs(capture, options, traces ? &*traces : nullptr));
   run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
   rename_workers(run, options.worker_name);
@@ -311,8 +318,7 @@ OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const 
     const std::string capture = capture_file(in.capture);
     KinetoTraces* t = nullptr;
     if (options.write_files) {
-      traces.push_back(std::make_unique<KinetoTraces>(
-          TraceOptions{(made_out_dir(options) / "traces").string(), options.gzip}));
+      traces.push_back(std::make_unique<KinetoTraces>(trace_options(options)));
       t = traces.back().get();
     }
     runs.push_back(analyse_run(capture, analysis, report_outputs(capture, options, t)));

@@ -9,11 +9,14 @@
 
 #include "analysis/merge.h"
 #include "common/errors.h"
+#include "common/safe_dir.h"
 
 namespace torchprof {
 
 struct OutputOptions {
   std::string out_dir;                        // summary.json, table.txt, traces/ go here
+  DirHandle out_dir_handle;                   // out_dir as the caller opened and checked it;
+                                              // empty: opened here (open_dir_safely)
   std::string sort;                           // torch sort key; "" = cuda_time_total or cpu_time_total
   int row_limit = 100;                        // as key_averages().table(); <= 0 = all rows
   std::string schedule;                       // "wait=…,warmup=…,active=…"; "" = every step, one cycle

@@ -253,8 +253,31 @@ def step_summary():
           "summaries are not appended in order")
 
 
+def gone_is_regression():
+    """An after-run of another program, or one that recorded nothing, regresses: the ops it
+    lacks and the collapse of its event count are named, exit 1. An op gate on an op the
+    run does not have fails the check (exit 1) and says so."""
+    a = demo(10, 0)
+    other = tp.profile("nvtx_nested", [1, 1, 1, 1, 1]).out_dir
+    empty = os.path.join(tp.fresh_dir("nothing"), "out")
+    nothing = tp.run_tool(["-o", empty, "--", "/bin/true"])
+    check_eq(nothing.rc, 0, "exit code of a run that records nothing")
+    for after, what in ((other, "another program"), (empty, "a run that recorded nothing")):
+        r = torchprof(["diff", a, after, "--fail-on-regression", "--min-time", MIN_TIME])
+        check_eq(r.rc, 1, f"exit code of diff --fail-on-regression against {what}")
+        err = r.stderr_text
+        check("torchprof: regression: forward (nvtx): " in err and "not in the after-run" in err,
+              f"the missing forward is not named ({what}):\n{err}")
+        check("torchprof: regression: events: " in err, f"the collapse of the events is not named ({what}):\n{err}")
+        check("No regression" not in r.stdout.decode(), f"'No regression' against {what}")
+    gate = torchprof(["check", a, "--max", "op:no_such_op:calls=3"])
+    check_eq(gate.rc, 1, "exit code of check on an absent op")
+    check("op:no_such_op:calls" in gate.stderr_text and "has no op named 'no_such_op'" in gate.stderr_text,
+          f"the absent op is not named:\n{gate.stderr_text}")
+
+
 SCENARIOS = {f.__name__: f for f in (identical, slower_op, new_and_gone, per_step, per_step_exact, bad_inputs,
-                                     check_gates, step_summary)}
+                                     check_gates, step_summary, gone_is_regression)}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIOS))

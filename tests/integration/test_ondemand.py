@@ -209,6 +209,15 @@ def other_uid_refused():
     with_caps = as_nobody + ["--inh-caps=+dac_override", "--ambient-caps=+dac_override"]
     r = run.control("start", run.out, expect_rc=3, prefix=with_caps)
     check("another user" in r.stderr.decode(), f"stderr with CAP_DAC_OVERRIDE: {r.stderr!r}")
+    # The client stops at the files it does not trust; the server refuses such a peer on
+    # its own too (SO_PEERCRED), for a client that goes straight to the socket.
+    with open(os.path.join(run.out, ".control")) as f:
+        sock = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)["socket"]
+    raw = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ns.connect(sys.argv[1])\n"
+           "s.sendall(b'start\\n')\nprint(s.recv(256).decode().strip())\n")
+    direct = subprocess.run(with_caps + [sys.executable, "-c", raw, sock], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=30)
+    check(direct.stdout.decode().startswith("refused"), f"the server answered a peer of uid 65534: {direct.stdout!r}")
     res = run.finish()
     check_eq(res.summary["capture_windows"], [], "windows after refused starts")
     check(all(o["calls"] == 0 for o in res.summary["ops"]) or not res.summary["ops"], "nothing recorded")

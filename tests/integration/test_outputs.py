@@ -135,7 +135,75 @@ def demo():
     check(dataloader > 0, f"no DataLoader time in the overview's breakdown: {s['overview']['breakdown']['avg']}")
 
 
+def _tree(d):
+    """Every file under d with its bytes."""
+    files = {}
+    for dirpath, _dirs, names in os.walk(d):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, d)] = f.read()
+    return files
+
+
+def _stderr_lines(r):
+    return [line for line in r.stderr_text.splitlines() if line.strip()]
+
+
+def reanalysis_keeps_runs():
+    """`torchprof report DIR` writes DIR/report (then DIR/report-1, …) and leaves the run's
+    own files as they were; `report A -o B` with B another run writes B-1; the redirect is
+    said even with -q."""
+    a = nested_run()
+    b = tp.profile("nvtx_nested", [1, 1, 1, 1, 1])
+    a_before, b_before = _tree(a.out_dir), _tree(b.out_dir)
+    first = tp.run_report([a.out_dir, "--stats", "--advice"])
+    check_eq(first.rc, 0, "exit code of the first re-analysis")
+    report = os.path.join(a.out_dir, "report")
+    check(os.path.isfile(os.path.join(report, "summary.json")), f"no summary.json in {report}")
+    check(report in first.stderr_text, f"stderr does not say where the results went: {first.stderr_text!r}")
+    again = tp.run_report([a.out_dir, "-q"])
+    check_eq(again.rc, 0, "exit code of the second re-analysis")
+    check_eq(_stderr_lines(again), [f"torchprof: {report} holds an earlier run; writing to {report}-1"],
+             "stderr of report -q into a taken directory")
+    check(os.path.isfile(os.path.join(report + "-1", "table.txt")), "no table.txt in report-1")
+    after = {k: v for k, v in _tree(a.out_dir).items() if k.split("/")[0] not in ("report", "report-1")}
+    check_eq(sorted(after), sorted(a_before), "the run's own files after two re-analyses")
+    for name, data in a_before.items():
+        check(after[name] == data, f"{name} of the run was rewritten by torchprof report")
+    other = tp.run_report([a.out_dir, "-q", "-o", b.out_dir])
+    check_eq(other.rc, 0, "exit code of report A -o B")
+    check_eq(_stderr_lines(other), [f"torchprof: {b.out_dir} holds an earlier run; writing to {b.out_dir}-1"],
+             "stderr of report -q -o another run")
+    check(_tree(b.out_dir) == b_before, "report A -o B rewrote the run in B")
+    check(os.path.isfile(os.path.join(b.out_dir + "-1", "summary.json")), "no summary.json in B-1")
+
+
+def output_not_a_directory():
+    """-o naming a file or a device is one line and exit 2, for the run and the report;
+    nothing like FILE-1 is made and the program does not run."""
+    r = nested_run()
+    d = tp.fresh_dir("notadir")
+    plain = os.path.join(d, "results.txt")
+    with open(plain, "w") as f:
+        f.write("mine\n")
+    for target in ("/dev/null", plain):
+        run = tp.run_tool(["-o", target, "--", tp.program("nvtx_nested"), "1", "1", "1", "1", "1"])
+        check_eq(run.rc, 2, f"exit code of torchprof-run -o {target}")
+        check_eq(run.stdout, b"", f"the program ran with -o {target}")
+        check_eq(len(_stderr_lines(run)), 1, f"lines of stderr for -o {target}: {run.stderr_text!r}")
+        check("not a directory" in run.stderr_text, f"the reason for -o {target}: {run.stderr_text!r}")
+        rep = tp.run_report([r.out_dir, "-q", "-o", target])
+        check_eq(rep.rc, 2, f"exit code of torchprof report -o {target}")
+        check_eq(len(_stderr_lines(rep)), 1, f"lines of stderr of report -o {target}: {rep.stderr_text!r}")
+        check("not a directory" in rep.stderr_text, f"the reason of report -o {target}: {rep.stderr_text!r}")
+        check(not os.path.exists(target + "-1"), f"{target}-1 was made")
+    with open(plain) as f:
+        check_eq(f.read(), "mine\n", "the file named by -o")
+
+
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in (table_format, table_on_stderr, report_roundtrip,
                                                       traces_valid, gzip, fresh_output_dir,
-                                                      stdout_identical, demo)}))
+                                                      stdout_identical, demo, reanalysis_keeps_runs,
+                                                      output_not_a_directory)}))

@@ -313,7 +313,238 @@ def bad_option_values():
         check_eq(r.stdout, b"", f"the program ran despite {options}")
 
 
+# ---------------------------------------------------------------------------
+# Two local users: an attacker preparing a shared directory, a victim profiling there.
+# Root ignores file modes, so both are unprivileged; the test creates them (as root).
+
+ATTACKER, VICTIM = "tpattacker", "tpvictim"
+
+
+def two_users():
+    """(attacker, victim) as pwd entries, created when missing; None (and a SKIP line
+    saying why) when this is not root or the tools are missing."""
+    import pwd
+    setpriv, useradd = shutil.which("setpriv"), shutil.which("useradd")
+    if os.geteuid() != 0 or setpriv is None or useradd is None:
+        print("SKIP: needs root, setpriv and useradd to act as two unprivileged users")
+        return None
+    users = []
+    for name in (ATTACKER, VICTIM):
+        try:
+            users.append(pwd.getpwnam(name))
+        except KeyError:
+            subprocess.run([useradd, "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            users.append(pwd.getpwnam(name))
+    return tuple(users)
+
+
+def as_user(user, argv, cwd=None, env=None, popen=False, timeout=60):
+    cmd = [shutil.which("setpriv"), f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+           "--"] + argv
+    full_env = dict(env if env is not None else os.environ)
+    full_env["HOME"] = cwd or "/"
+    if popen:
+        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+    return subprocess.run(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def shared_dir(prefix):
+    """A fresh directory like /tmp (1777) the two users share, under one both can reach."""
+    root = tp.fresh_dir(prefix)
+    os.chmod(root, 0o755)
+    shared = os.path.join(root, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    return root, shared
+
+
+def mkdir_as(user, path, mode):
+    os.mkdir(path)
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(path, mode)
+
+
+def write_as(user, path, text, mode=0o644):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(path, mode)
+
+
+def symlink_as(user, target, path):
+    os.symlink(target, path)
+    os.lchown(path, user.pw_uid, user.pw_gid)
+
+
+WAIT_FOR_GO = "touch started; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done"
+
+
+def planted_output_dir():
+    """The attacker pre-creates torchprof_out (0777) in a shared directory and, during the
+    victim's run, plants table.txt -> the victim's private file and traces -> a directory
+    of the attacker's. The victim's file must stay as it was and no trace may land in the
+    attacker's directory: the launcher refuses that output directory (exit 2, one line)."""
+    users = two_users()
+    if users is None:
+        return
+    attacker, victim = users
+    tp.require_tool()
+    root, shared = shared_dir("planted")
+    victim_home = os.path.join(root, "victim")
+    mkdir_as(victim, victim_home, 0o700)
+    secret = os.path.join(victim_home, "secret.txt")
+    write_as(victim, secret, "the victim's own words\n", 0o600)
+    loot = os.path.join(shared, "loot")
+    mkdir_as(attacker, loot, 0o777)
+    out = os.path.join(shared, "torchprof_out")
+    mkdir_as(attacker, out, 0o777)
+
+    proc = as_user(victim, [tp.bin_path("torchprof-run"), "--", "/bin/sh", "-c", WAIT_FOR_GO],
+                   cwd=shared, popen=True)
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and not os.path.exists(os.path.join(shared, "started")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:  # the victim's program runs: the attacker plants the links
+        symlink_as(attacker, secret, os.path.join(out, "table.txt"))
+        symlink_as(attacker, secret, os.path.join(out, "summary.json"))
+        symlink_as(attacker, loot, os.path.join(out, "traces"))
+        write_as(attacker, os.path.join(shared, "go"), "")
+    _out, err = proc.communicate(timeout=120)
+    with open(secret) as f:
+        check_eq(f.read(), "the victim's own words\n", "the victim's private file after the run")
+    check_eq(os.listdir(loot), [], "files written into the attacker's directory")
+    check_eq(proc.returncode, 2, "exit code of torchprof-run in another user's directory")
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    check_eq(len(lines), 1, f"lines of stderr ({err.decode()!r})")
+    check("belongs to another user" in lines[0] and "torchprof_out" in lines[0], f"the reason: {lines[0]!r}")
+    check(not os.path.exists(os.path.join(shared, "started")), "the program ran although nothing could be recorded")
+    # The victim's own output directory there is taken, open to others: refused too.
+    mkdir_as(victim, os.path.join(shared, "mine"), 0o777)
+    r = as_user(victim, [tp.bin_path("torchprof-run"), "-o", "mine", "--", "/bin/true"], cwd=shared)
+    check_eq(r.returncode, 2, "exit code for an output directory others can write")
+    check("can be written by others" in r.stderr.decode(), f"the reason: {r.stderr.decode()!r}")
+    # A link of the attacker's as a component of -o is not followed.
+    symlink_as(attacker, victim_home, os.path.join(shared, "link"))
+    r = as_user(victim, [tp.bin_path("torchprof-run"), "-o", "link/out", "--", "/bin/true"], cwd=shared)
+    check_eq(r.returncode, 2, "exit code for -o through another user's link")
+    check("symbolic link of another user" in r.stderr.decode(), f"the reason: {r.stderr.decode()!r}")
+    check(not os.path.exists(os.path.join(victim_home, "out")), "the attacker's link was followed")
+
+
+STAND_IN = r"""
+import os, socket, sys
+path, ready = sys.argv[1], sys.argv[2]
+if len(sys.argv) > 3:
+    s = socket.socket(fileno=int(sys.argv[3]))
+else:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    os.chmod(path, 0o777)
+s.listen(8)
+open(ready, "w").close()
+s.settimeout(60)
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.recv(256)
+    c.sendall(b"ok window=7\n")
+    c.close()
+"""
+
+
+def _stand_in(attacker, sock_path, workdir, fd=None):
+    """A server of the attacker's answering every request 'ok window=7'."""
+    script = os.path.join(workdir, "stand_in.py")
+    with open(script, "w") as f:
+        f.write(STAND_IN)
+    os.chmod(script, 0o644)
+    ready = os.path.join(workdir, "ready")
+    argv = [sys.executable, script, sock_path, ready] + ([str(fd)] if fd is not None else [])
+    cmd = [shutil.which("setpriv"), f"--reuid={attacker.pw_uid}", f"--regid={attacker.pw_gid}", "--clear-groups",
+           "--"] + argv
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            pass_fds=(fd,) if fd is not None else ())
+    deadline = time.monotonic() + 20
+    while not os.path.exists(ready):
+        check(proc.poll() is None and time.monotonic() < deadline, "the stand-in server did not start")
+        time.sleep(0.02)
+    return proc
+
+
+def _control_refused(r, what, needle):
+    err = r.stderr.decode()
+    check(b"window 7" not in r.stdout, f"{what}: the stand-in's answer was taken: {r.stdout!r}")
+    check_eq(r.returncode, 3, f"exit code of torchprof start ({what})")
+    lines = [line for line in err.splitlines() if line.strip()]
+    check_eq(len(lines), 1, f"lines of stderr ({what}): {err!r}")
+    check(needle in lines[0], f"the reason ({what}) should say {needle!r}: {lines[0]!r}")
+
+
+def spoofed_control():
+    """Stand-in servers of the attacker's: named by a registry directory the attacker made
+    for the victim, by a .control file in a directory the victim is pointed at, and (the
+    socket in a private directory of the victim's, but served by the attacker) found by
+    the server's uid. `torchprof start` talks to none of them and exits 3."""
+    users = two_users()
+    if users is None:
+        return
+    attacker, victim = users
+    tp.require_tool()
+    root, shared = shared_dir("spoof")
+    adir = os.path.join(shared, "attacker")
+    mkdir_as(attacker, adir, 0o755)
+    sock = os.path.join(adir, "control.sock")
+    server = _stand_in(attacker, sock, adir)
+    try:
+        entry = f"socket={sock}\ndir={shared}/run\nlauncher={server.pid}\ntarget={server.pid}\n"
+        # 1. the victim's registry ($XDG_RUNTIME_DIR/torchprof), made by the attacker
+        xdg = os.path.join(shared, "xdg")
+        mkdir_as(attacker, xdg, 0o755)
+        reg = os.path.join(xdg, "torchprof")
+        mkdir_as(attacker, reg, 0o755)
+        write_as(attacker, os.path.join(reg, str(server.pid)), entry)
+        env = dict(os.environ, XDG_RUNTIME_DIR=xdg)
+        r = as_user(victim, [tp.bin_path("torchprof"), "start"], cwd=shared, env=env)
+        _control_refused(r, "registry of another user", "belongs to another user")
+        # 2. a run directory holding the attacker's .control
+        run_dir = os.path.join(shared, "run")
+        mkdir_as(attacker, run_dir, 0o755)
+        write_as(attacker, os.path.join(run_dir, ".control"), entry)
+        r = as_user(victim, [tp.bin_path("torchprof"), "start", run_dir], cwd=shared)
+        _control_refused(r, ".control of another user", "belongs to another user")
+        # 3. everything the victim's, the server the attacker's
+        vdir = os.path.join(root, "victim_run")
+        mkdir_as(victim, vdir, 0o700)
+        vsock_dir = os.path.join(vdir, "sock")
+        mkdir_as(victim, vsock_dir, 0o700)
+        vsock = os.path.join(vsock_dir, "control.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(vsock)
+        os.chown(vsock, victim.pw_uid, victim.pw_gid)
+        adir2 = os.path.join(shared, "attacker2")
+        mkdir_as(attacker, adir2, 0o755)
+        fd_server = _stand_in(attacker, vsock, adir2, s.fileno())  # listen() as the attacker
+        s.close()
+        try:
+            write_as(victim, os.path.join(vdir, ".control"),
+                     f"socket={vsock}\ndir={vdir}\nlauncher={fd_server.pid}\ntarget={fd_server.pid}\n", 0o600)
+            r = as_user(victim, [tp.bin_path("torchprof"), "start", vdir], cwd=shared)
+            _control_refused(r, "a server of another uid", f"served by uid {attacker.pw_uid}")
+        finally:
+            fd_server.kill()
+            fd_server.wait()
+    finally:
+        server.kill()
+        server.wait()
+
+
+
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in (
         socket_private, other_uid_refused, bad_handshake, garbage_frames, worker_name_escape,
-        report_bad_inputs, bad_option_values)}))
+        report_bad_inputs, bad_option_values, planted_output_dir, spoofed_control)}))

@@ -106,10 +106,17 @@ TEST_CASE("counts, exit code, memory and ops") {
   CHECK(metric_value(run, "op:aten::mm:cpu_avg_ns").value == doctest::Approx(2'000'000));
 }
 
+TEST_CASE("a limit on an op the run does not have is broken, whatever the bound") {
+  RunData run = checked_run();
+  const CheckResult r = check_one(run, "op:missing:calls=3");
+  CHECK_FALSE(r.passed);
+  CHECK(r.message.find("has no op named 'missing'") != std::string::npos);
+  CHECK_FALSE(check_one(run, "op:missing:cpu_total_ns=1").passed);
+}
+
 TEST_CASE("unknown metrics, missing data and unit mismatches are input errors") {
   RunData run = checked_run();
   CHECK_THROWS_AS(check_one(run, "bogus=1"), InputError);
-  CHECK_THROWS_AS(check_one(run, "op:missing:cpu_total_ns=1"), InputError);
   CHECK_THROWS_AS(check_one(run, "op:aten::mm:bogus=1"), InputError);
   CHECK_THROWS_AS(check_one(run, "gpu_busy_ns=1ms"), InputError);  // no GPU data
   CHECK_THROWS_AS(check_one(run, "step_time_avg=1GB"), InputError);

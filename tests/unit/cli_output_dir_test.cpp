@@ -10,6 +10,7 @@
 
 #include "cli/errors.h"
 #include "cli/output_dir.h"
+#include "common/errors.h"
 
 namespace torchprof::cli {
 namespace {
@@ -77,6 +78,35 @@ TEST_CASE("output dir: a fresh name is created, an earlier run is never reused")
   const OutputDir third = create_output_dir(wanted);
   CHECK(third.path == wanted + "-3");
   CHECK(fs::is_directory(third.path));
+  fs::remove_all(root);
+}
+
+TEST_CASE("output dir: a file or a device as -o is an error, never FILE-1") {
+  const fs::path root = scratch_dir("outfile");
+  const std::string file = (root / "results.txt").string();
+  std::ofstream(file) << "x";
+  CHECK_THROWS_WITH_AS(create_output_dir(file), doctest::Contains("not a directory"), InputError);
+  CHECK_THROWS_WITH_AS(create_output_dir("/dev/null"), doctest::Contains("not a directory"), InputError);
+  CHECK_FALSE(fs::exists(file + "-1"));
+  CHECK_FALSE(fs::exists("/dev/null-1"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("output dir: an empty directory others can write in is refused, a sticky one of ours taken") {
+  const fs::path root = scratch_dir("outmode");
+  const fs::path open_dir = root / "open";
+  fs::create_directories(open_dir);
+  fs::permissions(open_dir, fs::perms::all);
+  CHECK_THROWS_WITH_AS(create_output_dir(open_dir.string()), doctest::Contains("can be written by others"),
+                       InputError);
+  fs::permissions(open_dir, fs::perms::all | fs::perms::sticky_bit);
+  CHECK(create_output_dir(open_dir.string()).path == open_dir.string());
+  // Our own link to a directory is followed; what is made is reached through the held fd.
+  fs::create_directories(root / "real");
+  fs::create_directory_symlink(root / "real", root / "link");
+  const OutputDir via = create_output_dir((root / "link" / "run").string());
+  CHECK(via.handle.valid());
+  CHECK(fs::is_directory(root / "real" / "run"));
   fs::remove_all(root);
 }
 

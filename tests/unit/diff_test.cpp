@@ -144,7 +144,7 @@ TEST_CASE("10 steps against 20 compare per step") {
   CHECK(row(raw, "forward").status == DiffStatus::kRegressed);
 }
 
-TEST_CASE("new and vanished ops are marked and not judged as regressions") {
+TEST_CASE("new ops are marked and no regression; vanished ones marked and a regression from --min-time on") {
   std::vector<OpStats> after = base_ops();
   after[2] = cpu_op("fresh", 5'000'000, 5'000'000);
   DiffOptions options;
@@ -154,10 +154,30 @@ TEST_CASE("new and vanished ops are marked and not judged as regressions") {
   CHECK(row(d, "fresh").before == 0);
   CHECK_FALSE(row(d, "fresh").delta_pct());
   CHECK(row(d, "tiny").status == DiffStatus::kGone);
-  CHECK(d.regressions.empty());
+  REQUIRE(d.regressions.size() == 1);
+  CHECK(d.regressions[0].find("tiny (nvtx): ") == 0);
+  CHECK(d.regressions[0].find("not in the after-run") != std::string::npos);
+  options.min_time_ns = 20'000;  // tiny took 10us a step: below the floor, not judged
+  CHECK(compute_diff(run_of("a", 3, base_ops()), run_of("b", 3, after), options).regressions.empty());
   const std::string table = render_diff(d, "table", 0);
   CHECK(table.find("+new") != std::string::npos);
   CHECK(table.find("-gone") != std::string::npos);
+}
+
+TEST_CASE("an after-run with under half the events (per step) regresses") {
+  RunData before = run_of("a", 4, base_ops());
+  RunData after = run_of("b", 2, base_ops());
+  before.events = 4000;
+  after.events = 900;  // 450 a step against 1000
+  DiffOptions options;
+  options.threshold_pct = 1000;
+  DiffResult d = compute_diff(before, after, options);
+  REQUIRE(d.regressions.size() == 1);
+  CHECK(d.regressions[0] == "events: 1000 -> 450 per step (the after-run recorded less than half as many events)");
+  after.events = 1200;  // 600 a step: fewer, not collapsed
+  CHECK(compute_diff(before, after, options).regressions.empty());
+  after.events = 0;
+  CHECK(compute_diff(before, after, options).regressions.size() == 1);
 }
 
 TEST_CASE("rows are keyed by name and kind; ProfilerStep#N folds") {
