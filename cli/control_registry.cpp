@@ -57,7 +57,8 @@ std::string registry_dir() {
   return "/tmp/torchprof-" + std::to_string(::geteuid());
 }
 
-ControlRegistration::ControlRegistration(const std::string& dir, const std::string& socket) {
+ControlRegistration::ControlRegistration(const std::string& dir, const std::string& socket, const DirHandle& held)
+    : held_(held) {
   entry_.socket = socket;
   entry_.dir = dir;
   entry_.launcher = ::getpid();
@@ -72,7 +73,11 @@ ControlRegistration::ControlRegistration(const std::string& dir, const std::stri
 }
 
 ControlRegistration::~ControlRegistration() {
-  ::unlink(dot_control_.c_str());
+  if (held_.valid()) {
+    ::unlinkat(held_.fd(), ".control", 0);
+  } else {
+    ::unlink(dot_control_.c_str());
+  }
   if (!registry_file_.empty()) ::unlink(registry_file_.c_str());
 }
 
@@ -83,7 +88,17 @@ void ControlRegistration::set_target(pid_t target) {
 
 void ControlRegistration::write_all() {
   const std::string text = entry_text(entry_);
-  if (!write_private(dot_control_, text)) log().warn("cannot write {}: capture control by DIR is off", dot_control_);
+  bool written = false;
+  if (held_.valid()) {
+    try {
+      write_file_at(held_, ".control", text, dot_control_, 0600);
+      written = true;
+    } catch (const std::exception&) {
+    }
+  } else {
+    written = write_private(dot_control_, text);
+  }
+  if (!written) log().warn("cannot write {}: capture control by DIR is off", dot_control_);
   if (!registry_file_.empty()) write_private(registry_file_, text);
 }
 

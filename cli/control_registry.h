@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/safe_dir.h"
+
 namespace torchprof::cli {
 
 struct ControlEntry {
@@ -22,7 +24,8 @@ struct ControlEntry {
 // Writes DIR/.control and the registry entry; removes both when destroyed.
 class ControlRegistration {
  public:
-  ControlRegistration(const std::string& dir, const std::string& socket);
+  // `held`: DIR as the launcher holds it open; .control is made inside it by name.
+  ControlRegistration(const std::string& dir, const std::string& socket, const DirHandle& held = {});
   ~ControlRegistration();
   ControlRegistration(const ControlRegistration&) = delete;
   ControlRegistration& operator=(const ControlRegistration&) = delete;
@@ -32,6 +35,7 @@ class ControlRegistration {
   void write_all();
   ControlEntry entry_;
   std::string dot_control_;
+  DirHandle held_;
   std::string registry_file_;
 };
 

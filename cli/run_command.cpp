@@ -106,7 +106,7 @@ void toggle_on_signal(ControlState& control, Server& server) {
 }
 
 Profiled profile_target(const RunOptions& options, const std::string& program,
-                        const std::string& lib, CaptureWriter& writer, const std::string& dir) {
+                        const std::string& lib, CaptureWriter& writer, const OutputDir& dir) {
   ControlState control(options.paused || signal_toggles(options));
   Server* server_ptr = nullptr;
   std::function<void()> on_usr2;
@@ -120,7 +120,7 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   std::unique_ptr<ControlRegistration> registration;
   try {
     control_server.start(server.socket_dir());
-    registration = std::make_unique<ControlRegistration>(dir, control_server.socket_path());
+    registration = std::make_unique<ControlRegistration>(dir.path, control_server.socket_path(), dir.handle);
   } catch (const std::exception& e) {
     log().warn("no capture control for this run: {}", e.what());
   }
@@ -287,7 +287,7 @@ int run_command(const RunOptions& options) {
                      std::filesystem::current_path(ec).string(), ::getpid(), real_now_ns(),
                      dir.path};
   writer.append_text(capture::ChunkType::kRunInfo, 0, run_info_json(info, options.output));
-  const Profiled profiled = profile_target(options, program.path, lib, writer, dir.path);
+  const Profiled profiled = profile_target(options, program.path, lib, writer, dir);
   writer.append_text(capture::ChunkType::kRunEnd, 0,
                      run_end_json(profiled.status, real_now_ns(), profiled.connections));
   writer.close();

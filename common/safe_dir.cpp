@@ -127,14 +127,14 @@ DirHandle sub_dir(const DirHandle& parent, const std::string& name, const std::s
 }
 
 void write_file_at(const DirHandle& dir, const std::string& name, std::string_view text,
-                   const std::string& shown) {
+                   const std::string& shown, unsigned mode) {
   static std::atomic<unsigned> counter{0};
   const std::string tmp = "." + name + "." + std::to_string(::getpid()) + "." + std::to_string(counter++) + ".tmp";
   auto fail = [&](int err) {
     ::unlinkat(dir.fd(), tmp.c_str(), 0);
     throw std::runtime_error("cannot write " + shown + ": " + errno_text(err));
   };
-  const int fd = ::openat(dir.fd(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = ::openat(dir.fd(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) throw std::runtime_error("cannot write " + shown + ": " + errno_text(errno));
   size_t done = 0;
   while (done < text.size()) {

@@ -40,7 +40,7 @@ DirHandle sub_dir(const DirHandle& parent, const std::string& name, const std::s
 // it: a link named `name` is replaced, never followed. Throws std::runtime_error
 // "cannot write SHOWN: reason".
 void write_file_at(const DirHandle& dir, const std::string& name, std::string_view text,
-                   const std::string& shown);
+                   const std::string& shown, unsigned mode = 0644);
 
 // A descriptor for writing `name` inside `dir`, never through a link: a new file
 // (O_EXCL), or with `append` the regular file of that name. Throws std::runtime_error.

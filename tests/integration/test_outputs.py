@@ -177,6 +177,11 @@ def reanalysis_keeps_runs():
              "stderr of report -q -o another run")
     check(_tree(b.out_dir) == b_before, "report A -o B rewrote the run in B")
     check(os.path.isfile(os.path.join(b.out_dir + "-1", "summary.json")), "no summary.json in B-1")
+    # The launcher's redirect is never quiet either.
+    again_run = tp.run_tool(["-q", "-o", a.out_dir, "--", tp.program("nvtx_nested"), "1", "1", "1", "1", "1"])
+    check_eq(again_run.rc, 0, "exit code of torchprof-run -q into a taken directory")
+    check_eq(_stderr_lines(again_run), [f"torchprof: {a.out_dir} holds an earlier run; writing to {a.out_dir}-1"],
+             "stderr of torchprof-run -q into a taken directory")
 
 
 def output_not_a_directory():
