@@ -113,13 +113,15 @@ void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Proc
   auto warn = [&](uint64_t count, const char* what) {
     if (count > 0) proc.warnings.push_back(std::to_string(count) + " " + what);
   };
+  warn(conn.damaged_frames, "frames were damaged in the capture and skipped");
   warn(losses.bad_frames, "frames could not be decompressed and were skipped");
   warn(losses.cut_records, "frames ended inside a record");
   warn(losses.lost_frames, "frames missing (sequence gap)");
   warn(losses.unmatched_pops, "pops without a matching push were ignored");
   warn(losses.pending_ends, "range ends without a matching start were ignored");
   warn(losses.unterminated, "ranges never ended; closed at the last timestamp of their thread");
-  warn(losses.unknown_strings, "records name strings that were never defined");
+  warn(losses.gap_closed, "ranges were open across missing frames; closed at their thread's last timestamp before the gap");
+  warn(losses.unknown_strings, "records name strings whose definition was lost (shown as <lost #id>)");
   if (!conn.bye && conn.closed && !conn.frames.empty()) {
     proc.warnings.push_back("image " + conn.exe + " ended without saying goodbye (killed?)");
   }

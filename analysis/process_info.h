@@ -23,6 +23,7 @@ struct DecodeLosses {
   uint64_t unmatched_pops = 0;
   uint64_t pending_ends = 0;
   uint64_t unterminated = 0;
+  uint64_t gap_closed = 0;       // ranges open when frames went missing, closed before the gap
   uint64_t unknown_strings = 0;
 };
 

@@ -31,6 +31,7 @@ int report_one(const ReportOptions& options, OutputOptions out) {
   if (ec) throw InputError("cannot create " + out.out_dir + ": " + ec.message());
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
+  if (result.corrupted) log().warn("{}: {}", capture, result.corruption);
   log().debug("results in {}", result.out_dir);
   return 0;
 }
@@ -76,6 +77,7 @@ int report_merged(const ReportOptions& options, OutputOptions out) {
   if (out.write_files) check_merged_out_dir(out.out_dir);
   const OutputResult result = write_merged_outputs(sources, out, std::cout);
   if (result.truncated) log().warn("an input ends early; reported what it holds");
+  if (result.corrupted) log().warn("an input is damaged; reported what could be read of it");
   if (out.write_files) {
     log().debug("results in {}", result.out_dir);
   } else {

@@ -156,6 +156,7 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
   try {
     const OutputResult result = write_outputs(capture, out, std::cerr);
     if (result.truncated) log().warn("the capture ended early; reported what it holds");
+    if (result.corrupted) log().warn("{}", result.corruption);
     if (!out.table_only) {  // the step summary reads summary.json
       const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
       if (!summary_error.empty()) log().warn("{}", summary_error);

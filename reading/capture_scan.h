@@ -32,6 +32,8 @@ struct ConnInput {
   std::vector<FrameRef> frames;
   std::optional<wire::Bye> bye;
   bool closed = false;
+  uint64_t damaged_frames = 0;  // frame chunks of this connection that failed their check
+  bool damaged_bye = false;     // its Bye failed its check
 };
 
 // What the capture's run information chunks (kRunInfo, kRunEnd) and notes say.
