@@ -292,6 +292,7 @@ Run analyse_capture(CaptureReader& reader, const AnalysisOptions& options, const
   }
   apply_launcher_view(run, scanned);
   finish_run(run, states, outputs);
+  list_unheard_target(run, scanned);
   return run;
 }
 

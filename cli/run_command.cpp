@@ -45,6 +45,7 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 struct Profiled {
   TargetStatus status;
   uint32_t connections = 0;
+  int pid = 0;
 };
 
 // The level the injected library gets: what was asked for, else quiet's, else inherited.
@@ -134,6 +135,7 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   if (registration) registration->set_target(target.pid());
   Profiled result;
   result.status = target.wait();
+  result.pid = target.pid();
   log().debug("pid {} exited with status {}", target.pid(), result.status.exit_code);
   wait_for_stragglers(target, server);
   registration.reset();
@@ -284,7 +286,7 @@ int run_command(const RunOptions& options) {
   writer.append_text(capture::ChunkType::kRunInfo, 0, run_info_json(info, options.output));
   const Profiled profiled = profile_target(options, program.path, lib, writer, dir.path);
   writer.append_text(capture::ChunkType::kRunEnd, 0,
-                     run_end_json(profiled.status, real_now_ns(), profiled.connections));
+                     run_end_json(profiled.status, real_now_ns(), profiled.connections, profiled.pid));
   writer.close();
   if (!writer.ok()) log().error("the capture is incomplete: {}", writer.error());
   return write_run_outputs(options, writer.path(), dir.path, profiled.status);

@@ -90,6 +90,9 @@ void note_launcher_view(const Chunk& chunk, ScanResult& scan) {
   if (!j.is_object()) return;
   if (auto sig = json_get<int>(j, {"signal"})) scan.end_signal = sig;
   if (auto pid = json_get<int>(j, {"launcher_pid"})) scan.launcher_pid = pid;
+  if (chunk.header.type == static_cast<uint32_t>(ChunkType::kRunEnd)) {
+    if (auto pid = json_get<int>(j, {"pid"}); pid && *pid > 0) scan.target_pid = pid;
+  }
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ struct ScanResult {
   bool saw_exit_code = false;
   std::optional<int> end_signal;    // RunEnd: the signal the target died of
   std::optional<int> launcher_pid;  // RunInfo: the target's parent
+  std::optional<int> target_pid;    // RunEnd: the target's pid
 };
 
 // Reads the whole file: run information and notes, one ConnInput per Hello.
