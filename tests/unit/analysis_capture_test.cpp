@@ -236,4 +236,30 @@ TEST_CASE("analysis: a damaged frame costs its records; open ranges close at the
   CHECK_FALSE(warned("never ended"));
 }
 
+TEST_CASE("analysis: a target killed before its first flush is listed from the launcher's account") {
+  CaptureBuilder b;
+  b.chunk(ChunkType::kRunInfo, 0, R"({"command":["./app"],"host":"h","launcher_pid":10})");
+  b.chunk(ChunkType::kRunEnd, 0, R"({"exit_code":137,"signal":9,"pid":4242,"end_real_ns":5000})");
+  const Run run = analyse_capture_file(b.save("unheard.tprof"), AnalysisOptions{});
+  REQUIRE(run.processes.size() == 1);
+  const Process& p = run.processes[0];
+  CHECK(p.pid == 4242);
+  CHECK(p.ppid == 10);
+  CHECK(p.exit_signal == 9);
+  CHECK(p.exit_code == 137);
+  CHECK(p.events == 0);
+  CHECK(run.processes_without_events == 1);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0].find("killed by signal 9 before anything it recorded reached the collector") != std::string::npos);
+
+  // An older capture without the pid, or a target that exited: nothing is made up.
+  CaptureBuilder old;
+  old.chunk(ChunkType::kRunInfo, 0, R"({"command":["./app"]})");
+  old.chunk(ChunkType::kRunEnd, 0, R"({"exit_code":137,"signal":9})");
+  CHECK(analyse_capture_file(old.save("unheard_old.tprof"), AnalysisOptions{}).processes.empty());
+  CaptureBuilder exited;
+  exited.chunk(ChunkType::kRunEnd, 0, R"({"exit_code":0,"signal":null,"pid":4242})");
+  CHECK(analyse_capture_file(exited.save("unheard_exit.tprof"), AnalysisOptions{}).processes.empty());
+}
+
 }  // namespace torchprof
