@@ -81,7 +81,10 @@ void ConnPass::frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& ra
   ThreadState& t = fh.tid == last_tid_ && last_thread_ != nullptr ? *last_thread_ : threads_[fh.tid];
   last_thread_ = &t;
   last_tid_ = fh.tid;
-  if (fh.seq > t.next_frame) losses_.lost_frames += fh.seq - t.next_frame;
+  if (fh.seq > t.next_frame) [[unlikely]] {
+    losses_.lost_frames += fh.seq - t.next_frame;
+    close_across_gap(t, fh.tid);
+  }
   t.next_frame = fh.seq + 1;
   last_open_ = nullptr;  // a kPayload belongs to the record before it in the same frame
   const bool whole = for_each_record(raw, [&](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
@@ -90,6 +93,20 @@ void ConnPass::frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& ra
   flush_mark();
   last_open_ = nullptr;
   if (!whole) ++losses_.cut_records;
+}
+
+// Frames of this thread are missing before the one read now: the pops of the ranges it
+// has open may have been in them, and a pop after the gap would close the wrong range.
+// They close at the thread's last time before the gap, counted apart from ranges never
+// ended; a pop after the gap whose push was lost is counted as unmatched.
+void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
+  at_gap_ = true;
+  for (size_t pos = t.stack.size(); pos-- > 0;) {
+    if (t.stack[pos].start_end != kNone) continue;  // paired by the first pass, over all frames
+    close(t, tid, pos, std::max(t.stack[pos].start, t.last_ts), /*unterminated=*/true);
+  }
+  at_gap_ = false;
+  t.calls.clear();
 }
 
 [[gnu::always_inline]] inline void ConnPass::record(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
@@ -302,7 +319,8 @@ void ConnPass::start_record(const wire::Record& r, uint32_t tid, ThreadState& t)
 
 [[gnu::always_inline]] inline void ConnPass::closed(ThreadState& t, uint32_t tid, const Open& o, size_t pos,
                                                     int64_t end, bool unterminated) {
-  if (unterminated) ++losses_.unterminated;
+  if (unterminated) [[unlikely]]
+    ++(at_gap_ ? losses_.gap_closed : losses_.unterminated);
   if (!o.kept) return;
   const int64_t dur = end - o.start;
   const int64_t self = std::max<int64_t>(0, dur - o.children);

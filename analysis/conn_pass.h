@@ -150,7 +150,7 @@ struct NameSlot {
   Name name;
   bool defined = false;   // its text is known (read, or from the first pass)
   bool used = false;
-  bool stand_in = false;  // never defined: named "<string N>"
+  bool stand_in = false;  // never defined: named "<lost #N>"
   RangeKind* range = nullptr;  // its ranges in the default domain (ConnPass::kinds_)
   int32_t api = -1;       // its CUDA API calls' row (side_rows_)
   int32_t kernel = -1;    // its kernels' row
@@ -242,6 +242,7 @@ class ConnPass {
   // Closes the range at stack[pos] at `end`: counts it, hands it on, and adds its time to
   // the range it was inside.
   void close(ThreadState& t, uint32_t tid, size_t pos, int64_t end, bool unterminated = false);
+  void close_across_gap(ThreadState& t, uint32_t tid);
   // close()'s work on the range `o` that was at stack[pos] (still there, or erased).
   void closed(ThreadState& t, uint32_t tid, const Open& o, size_t pos, int64_t end, bool unterminated);
   // Opens and closes the thread's start/end ranges whose times come before a record at
@@ -323,6 +324,7 @@ class ConnPass {
   std::unordered_map<uint32_t, ThreadState> threads_;
   ThreadState* last_thread_ = nullptr;
   uint32_t last_tid_ = 0;
+  bool at_gap_ = false;  // close_across_gap() is closing ranges
   std::vector<NameSlot> slots_;                   // by string id while ids are dense
   std::deque<NameSlot> extra_slots_;              // large ids, and ids defined again after use
   std::unordered_map<uint32_t, NameSlot*> remap_;  // the ids whose slot is in extra_slots_

@@ -262,6 +262,10 @@ Run analyse_capture(CaptureReader& reader, const AnalysisOptions& options, const
   apply_run_info(scanned, run);
   run.truncated = reader.truncated();
   run.truncated_at = reader.truncated_at();
+  run.corrupted = reader.corrupted();
+  run.corrupt_chunks = reader.damage_count();
+  run.corrupt_bytes = reader.damaged_bytes();
+  run.corrupt_at = reader.first_damage_at();
 
   // Connections of the same pid (a fork copy that then exec'd) are one process.
   std::vector<std::vector<const ConnInput*>> groups;
@@ -294,6 +298,7 @@ Run analyse_capture(CaptureReader& reader, const AnalysisOptions& options, const
   }
   apply_launcher_view(run, scanned);
   finish_run(run, states, outputs);
+  list_unheard_target(run, scanned);
   return run;
 }
 

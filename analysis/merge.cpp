@@ -21,6 +21,7 @@ RunInput describe(const Run& run, const MergeSource& source) {
   in.exit_code = run.exit_code;
   in.host = run.host;
   in.truncated = run.truncated;
+  in.corrupted = run.corrupted;
   in.processes = run.processes.size();
   return in;
 }
@@ -73,6 +74,13 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
     }
     if (run.truncated) {
       merged.warnings.push_back(prefixed(label, "capture truncated at byte " + std::to_string(run.truncated_at)));
+    }
+    if (run.corrupted) {
+      if (!merged.corrupted) merged.corrupt_at = run.corrupt_at;
+      merged.corrupted = true;
+      merged.corrupt_chunks += run.corrupt_chunks;
+      merged.corrupt_bytes += run.corrupt_bytes;
+      merged.warnings.push_back(prefixed(label, corruption_text(run)));
     }
     for (const std::string& w : run.warnings) merged.warnings.push_back(prefixed(label, w));
     merged.has_gpu = merged.has_gpu || run.has_gpu;

@@ -356,6 +356,7 @@ struct RunInput {
   int exit_code = 0;
   std::string host;
   bool truncated = false;
+  bool corrupted = false;
   size_t processes = 0;
 };
 
@@ -409,6 +410,12 @@ struct Run {
   uint64_t processes_without_events = 0;
   bool truncated = false;       // capture ended mid-chunk
   uint64_t truncated_at = 0;    // byte offset of the first unreadable chunk
+  // Damage inside the capture (reading/capture_reader.h): chunks that failed their checks,
+  // stepped over (file version 3 on) or where reading stopped (older versions).
+  bool corrupted = false;
+  uint64_t corrupt_chunks = 0;  // damaged chunks or stretches
+  uint64_t corrupt_bytes = 0;   // bytes that could not be read as chunks
+  uint64_t corrupt_at = 0;      // byte offset of the first damage
   std::vector<std::string> warnings;
   std::vector<Process> processes;
   // Aggregated over the recorded steps of every process, and without a schedule over
@@ -428,5 +435,13 @@ struct Run {
   std::map<std::string, int64_t> folded;  // Python stack ';' op name -> self CPU ns
   std::vector<std::shared_ptr<const OpInfo>> op_infos;  // what Event::op() pointed to
 };
+
+// The one line that says a capture is damaged (table notes, stderr, report.html).
+inline std::string corruption_text(const Run& run) {
+  return "capture corrupted: " + std::to_string(run.corrupt_chunks) +
+         (run.corrupt_chunks == 1 ? " damaged chunk" : " damaged chunks") + " (first at byte " +
+         std::to_string(run.corrupt_at) + ", " + std::to_string(run.corrupt_bytes) +
+         " bytes skipped); results cover the rest of the capture, and the losses are counted";
+}
 
 }  // namespace torchprof

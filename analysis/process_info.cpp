@@ -105,21 +105,46 @@ void apply_launcher_view(Run& run, const ScanResult& scan) {
   if (scan.end_signal) {
     target->exit_signal = scan.end_signal;
     target->warnings.push_back("ended by signal " + std::to_string(*scan.end_signal) +
-                               " before it said goodbye: events after its last flush are lost");
+                               " before it said goodbye: events after its last flush are lost "
+                               "(their number is not known)");
   }
+}
+
+void list_unheard_target(Run& run, const ScanResult& scan) {
+  if (!scan.saw_run_end || !scan.end_signal || !scan.target_pid) return;
+  for (const Process& p : run.processes) {
+    if (p.pid == *scan.target_pid) return;
+  }
+  Process& p = run.processes.emplace_back();
+  p.pid = *scan.target_pid;
+  p.ppid = scan.launcher_pid.value_or(0);
+  p.cmdline = run.command;
+  p.exe = run.command.empty() ? std::string() : run.command.front();
+  p.host = run.host;
+  p.worker = p.host + "_" + std::to_string(p.pid);
+  p.exit_signal = scan.end_signal;
+  p.exit_code = 128 + *scan.end_signal;
+  p.start_ns = run.start_ns;
+  p.end_ns = run.end_ns;
+  p.warnings.push_back("killed by signal " + std::to_string(*scan.end_signal) +
+                       " before anything it recorded reached the collector: none of its events could be read "
+                       "(their number is not known)");
+  ++run.processes_without_events;
 }
 
 void add_decode_warnings(const ConnInput& conn, const DecodeLosses& losses, Process& proc) {
   auto warn = [&](uint64_t count, const char* what) {
     if (count > 0) proc.warnings.push_back(std::to_string(count) + " " + what);
   };
+  warn(conn.damaged_frames, "frames were damaged in the capture and skipped");
   warn(losses.bad_frames, "frames could not be decompressed and were skipped");
   warn(losses.cut_records, "frames ended inside a record");
   warn(losses.lost_frames, "frames missing (sequence gap)");
   warn(losses.unmatched_pops, "pops without a matching push were ignored");
   warn(losses.pending_ends, "range ends without a matching start were ignored");
   warn(losses.unterminated, "ranges never ended; closed at the last timestamp of their thread");
-  warn(losses.unknown_strings, "records name strings that were never defined");
+  warn(losses.gap_closed, "ranges were open across missing frames; closed at their thread's last timestamp before the gap");
+  warn(losses.unknown_strings, "records name strings whose definition was lost (shown as <lost #id>)");
   if (!conn.bye && conn.closed && !conn.frames.empty()) {
     proc.warnings.push_back("image " + conn.exe + " ended without saying goodbye (killed?)");
   }

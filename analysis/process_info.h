@@ -23,6 +23,7 @@ struct DecodeLosses {
   uint64_t unmatched_pops = 0;
   uint64_t pending_ends = 0;
   uint64_t unterminated = 0;
+  uint64_t gap_closed = 0;       // ranges open when frames went missing, closed before the gap
   uint64_t unknown_strings = 0;
 };
 
@@ -57,5 +58,8 @@ void apply_bye(const wire::Bye& bye, Process& proc);
 // account of its end; without the launcher's account (no RunEnd), the run's exit code
 // is the first process's.
 void apply_launcher_view(Run& run, const ScanResult& scan);
+// A target the launcher saw die of a signal before anything of it reached the collector
+// (no Hello: killed before its first flush) is listed from the launcher's account alone.
+void list_unheard_target(Run& run, const ScanResult& scan);
 
 }  // namespace torchprof

@@ -35,6 +35,7 @@ struct Candidate {
 
 struct ScanThread {
   uint64_t seq = 0;
+  uint32_t next_frame = 0;  // the frame number expected next (a gap: frames were lost)
   int64_t last = kMinTs;  // its latest record time
   // Open ranges per NVTX domain (decode pairs a pop with its domain's last push): the
   // candidate each is, or -1.
@@ -75,6 +76,8 @@ class ConnScanner {
   void frame(const wire::FrameHeader& fh, const std::vector<uint8_t>& raw) {
     ScanThread& thread = threads_[fh.tid];
     current_ = &thread;
+    if (fh.seq > thread.next_frame) close_across_gap(thread);  // as the second pass does
+    thread.next_frame = fh.seq + 1;
     bool after_start = false;  // the record before was a kStart of this frame
     for_each_record(raw, [&](const wire::Record& r, const uint8_t* extra, size_t extra_bytes) {
       const bool was_start = after_start;
@@ -162,6 +165,18 @@ class ConnScanner {
           break;
       }
     });
+  }
+
+  // Frames of the thread were lost: what it has open ends at its last time before them.
+  void close_across_gap(ScanThread& thread) {
+    for (auto& [domain, stack] : thread.stacks) {
+      for (int32_t c : stack) {
+        if (c < 0) continue;
+        Candidate& cand = candidates_[static_cast<size_t>(c)];
+        cand.end = std::max(cand.start, thread.last);
+      }
+      stack.clear();
+    }
   }
 
   // Ranges never ended: pushes end at their thread's last time (their candidates do),

@@ -68,8 +68,9 @@ struct ProcessScan {
 ProcessScan scan_process(CaptureReader& reader, const std::vector<const ConnInput*>& conns,
                          const AnalysisOptions& options, const StepMarker& marker, Process& proc);
 
-// The text a string id never defined is shown as.
-inline std::string stand_in_text(uint32_t id) { return "<string " + std::to_string(id) + ">"; }
+// The text a string id never defined is shown as: its definition was in a frame that
+// was lost (names are defined once per thread, in the frame of their first use).
+inline std::string stand_in_text(uint32_t id) { return "<lost #" + std::to_string(id) + ">"; }
 
 // The GPU records' clock (GpuDecoder's): a damaged timestamp gives a wrong time, never UB.
 inline int64_t gpu_epoch_ns(const wire::Hello& hello, uint64_t ts) {

@@ -35,6 +35,7 @@ int report_one(const ReportOptions& options, OutputOptions out) {
   out.out_dir_handle = dir.handle;
   const OutputResult result = write_outputs(capture, out, std::cout);
   if (result.truncated) log().warn("{} ends early; reported what it holds", capture);
+  if (result.corrupted) log().warn("{}: {}", capture, result.corruption);
   if (options.out_dir.empty()) {
     log().info("results in {}", result.out_dir);
   } else {
@@ -84,6 +85,7 @@ int report_merged(const ReportOptions& options, OutputOptions out) {
   if (out.write_files) check_merged_out_dir(out.out_dir);
   const OutputResult result = write_merged_outputs(sources, out, std::cout);
   if (result.truncated) log().warn("an input ends early; reported what it holds");
+  if (result.corrupted) log().warn("an input is damaged; reported what could be read of it");
   if (out.write_files) {
     log().debug("results in {}", result.out_dir);
   } else {

@@ -46,6 +46,7 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 struct Profiled {
   TargetStatus status;
   uint32_t connections = 0;
+  int pid = 0;
 };
 
 // The level the injected library gets: what was asked for, else quiet's, else inherited.
@@ -135,6 +136,7 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   if (registration) registration->set_target(target.pid());
   Profiled result;
   result.status = target.wait();
+  result.pid = target.pid();
   log().debug("pid {} exited with status {}", target.pid(), result.status.exit_code);
   wait_for_stragglers(target, server);
   registration.reset();
@@ -159,6 +161,7 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
   try {
     const OutputResult result = write_outputs(capture, out, std::cerr);
     if (result.truncated) log().warn("the capture ended early; reported what it holds");
+    if (result.corrupted) log().warn("{}", result.corruption);
     if (!out.table_only) {  // the step summary reads summary.json
       const std::string summary_error = append_run_step_summary(dir, out.sort, out.row_limit);
       if (!summary_error.empty()) log().warn("{}", summary_error);
@@ -289,7 +292,7 @@ int run_command(const RunOptions& options) {
   writer.append_text(capture::ChunkType::kRunInfo, 0, run_info_json(info, options.output));
   const Profiled profiled = profile_target(options, program.path, lib, writer, dir);
   writer.append_text(capture::ChunkType::kRunEnd, 0,
-                     run_end_json(profiled.status, real_now_ns(), profiled.connections));
+                     run_end_json(profiled.status, real_now_ns(), profiled.connections, profiled.pid));
   writer.close();
   if (!writer.ok()) log().error("the capture is incomplete: {}", writer.error());
   return write_run_outputs(options, writer.path(), dir, profiled.status);

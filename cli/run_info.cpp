@@ -30,8 +30,9 @@ std::string run_info_json(const RunInfo& info, const OutputOptions& options) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string run_end_json(const TargetStatus& status, int64_t end_real_ns, uint32_t connections) {
+std::string run_end_json(const TargetStatus& status, int64_t end_real_ns, uint32_t connections, int pid) {
   nlohmann::json j;
+  j["pid"] = pid;
   j["exit_code"] = status.exit_code;
   j["signal"] = status.signal ? nlohmann::json(*status.signal) : nlohmann::json(nullptr);
   j["end_real_ns"] = end_real_ns;

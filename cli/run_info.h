@@ -27,7 +27,9 @@ std::string run_info_json(const RunInfo& info, const OutputOptions& options);
 
 // {"exit_code":N,"signal":null|N,"end_real_ns":…,"connections":N}; exit_code is 128+N
 // for a target killed by signal N, as the launcher's own exit code.
-std::string run_end_json(const TargetStatus& status, int64_t end_real_ns, uint32_t connections);
+// `pid`: the target's, so that a report lists it even when nothing of it reached the
+// collector (killed before its first flush).
+std::string run_end_json(const TargetStatus& status, int64_t end_real_ns, uint32_t connections, int pid);
 
 int64_t real_now_ns();
 std::string host_name();

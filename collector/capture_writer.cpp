@@ -51,7 +51,8 @@ bool CaptureWriter::append(capture::ChunkType type, uint32_t conn, const void* b
   header.conn = conn;
   header.size = static_cast<uint32_t>(size);
   header.check = capture::chunk_check(capture::kFileVersion, body, size);
-  if (!write_all(&header, sizeof(header), body, size)) return false;
+  const capture::MarkedHead head = capture::marked_head(header);
+  if (!write_all(&head, sizeof(head), body, size)) return false;
   ++chunks_;
   return true;
 }

@@ -390,6 +390,7 @@ Json warnings_json(const Run& run, size_t omitted) {
     out.push_back("The capture was truncated at byte " + std::to_string(run.truncated_at) +
                   "; this report covers what was written before it.");
   }
+  if (run.corrupted) out.push_back(corruption_text(run) + ".");
   if (run.dropped_events > 0) out.push_back(std::to_string(run.dropped_events) + " events were lost (dropped).");
   if (run.cupti_dropped > 0) {
     out.push_back(std::to_string(run.cupti_dropped) + " GPU activity records were dropped by CUPTI.");

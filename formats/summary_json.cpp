@@ -256,6 +256,7 @@ Json inputs_json(const Run& run) {
                       {"exit_code", in.exit_code},
                       {"host", in.host},
                       {"truncated", in.truncated},
+                      {"corrupted", in.corrupted},
                       {"processes", in.processes}});
   }
   return inputs;
@@ -275,6 +276,11 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["end_ns"] = run.end_ns;
   j["truncated"] = run.truncated;
   j["truncated_at"] = run.truncated ? Json(run.truncated_at) : Json(nullptr);
+  j["corrupted"] = run.corrupted;
+  j["corruption"] = run.corrupted ? Json{{"damaged_chunks", run.corrupt_chunks},
+                                         {"skipped_bytes", run.corrupt_bytes},
+                                         {"first_at", run.corrupt_at}}
+                                  : Json(nullptr);
   j["warnings"] = warnings_json(run);
   j["processes_without_events"] = run.processes_without_events;
   j["processes"] = Json::array();

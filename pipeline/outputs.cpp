@@ -155,6 +155,7 @@ void print_notes(const Run& run, const OutputOptions& options, std::ostream& out
     out << "torchprof: capture truncated at byte " << run.truncated_at
         << "; results cover what was written before it\n";
   }
+  if (run.corrupted && run.inputs.empty()) out << "torchprof: " << corruption_text(run) << "\n";
   size_t printed = 0;
   size_t total = run.warnings.size();
   for (const Process& p : run.processes) total += p.warnings.size();
@@ -175,6 +176,8 @@ OutputResult result_of(const Run& run, const OutputOptions& options) {
   OutputResult result;
   result.target_exit_code = run.exit_code;
   result.truncated = run.truncated;
+  result.corrupted = run.corrupted;
+  if (run.corrupted) result.corruption = corruption_text(run);
   result.out_dir = options.out_dir;
   return result;
 }

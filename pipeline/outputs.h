@@ -40,6 +40,8 @@ struct OutputOptions {
 struct OutputResult {
   int target_exit_code = 0;  // as recorded in the capture
   bool truncated = false;    // the capture ended early; what it held was reported
+  bool corrupted = false;    // the capture is damaged inside; what could be read was reported
+  std::string corruption;    // corruption_text() of the run
   std::string out_dir;
 };
 

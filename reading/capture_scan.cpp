@@ -25,10 +25,18 @@ std::vector<std::string> split_nul(const char* p, size_t n) {
 }
 
 // Fills the identity fields of `conn` from a Hello body; false when it is malformed.
-bool parse_hello(const std::vector<uint8_t>& body, ConnInput& conn) {
+// `damaged`: the body failed its check; its text fields are cut to what the body holds.
+bool parse_hello(const std::vector<uint8_t>& body, ConnInput& conn, bool damaged = false) {
   if (body.size() < sizeof(wire::Hello)) return false;
   wire::Hello h;
   std::memcpy(&h, body.data(), sizeof h);
+  if (damaged) {
+    uint64_t left = body.size() - sizeof h;
+    for (uint32_t* len : {&h.exe_len, &h.cmdline_len, &h.host_len, &h.env_len}) {
+      *len = static_cast<uint32_t>(std::min<uint64_t>(*len, left));
+      left -= *len;
+    }
+  }
   uint64_t need = uint64_t{sizeof h} + h.exe_len + h.cmdline_len + h.host_len + h.env_len;
   if (need > body.size()) return false;
   const char* p = reinterpret_cast<const char*>(body.data()) + sizeof h;
@@ -82,6 +90,9 @@ void note_launcher_view(const Chunk& chunk, ScanResult& scan) {
   if (!j.is_object()) return;
   if (auto sig = json_get<int>(j, {"signal"})) scan.end_signal = sig;
   if (auto pid = json_get<int>(j, {"launcher_pid"})) scan.launcher_pid = pid;
+  if (chunk.header.type == static_cast<uint32_t>(ChunkType::kRunEnd)) {
+    if (auto pid = json_get<int>(j, {"pid"}); pid && *pid > 0) scan.target_pid = pid;
+  }
 }
 
 }  // namespace
@@ -93,8 +104,18 @@ ScanResult scan_capture(CaptureReader& reader) {
   std::unordered_map<uint32_t, ConnInput*> by_id;
   uint64_t orphan_chunks = 0;
   Chunk chunk;
+  reader.keep_damaged(true);
   while (reader.next(chunk)) {
     auto type = static_cast<ChunkType>(chunk.header.type);
+    if (chunk.damaged && type != ChunkType::kHello) {
+      // Only a Hello's identity is worth reading from a body that failed its check.
+      auto it = by_id.find(chunk.header.conn);
+      if (it != by_id.end()) {
+        if (type == ChunkType::kFrame) ++it->second->damaged_frames;
+        if (type == ChunkType::kBye) it->second->damaged_bye = true;
+      }
+      continue;
+    }
     if (type == ChunkType::kRunInfo || type == ChunkType::kRunEnd) {
       apply_run_json(chunk, run);
       if (type == ChunkType::kRunEnd) scan.saw_run_end = true;
@@ -108,10 +129,16 @@ ScanResult scan_capture(CaptureReader& reader) {
     if (type == ChunkType::kHello) {
       auto conn = std::make_unique<ConnInput>();
       conn->id = chunk.header.conn;
-      if (!parse_hello(chunk.body, *conn)) {
+      if (!parse_hello(chunk.body, *conn, chunk.damaged)) {
         run.warnings.push_back("connection " + std::to_string(conn->id) +
-                               ": malformed hello, its records are ignored");
+                               (chunk.damaged ? ": hello damaged in the capture, its records are ignored"
+                                              : ": malformed hello, its records are ignored"));
         continue;
+      }
+      if (chunk.damaged) {
+        run.warnings.push_back("connection " + std::to_string(conn->id) + " (pid " + std::to_string(conn->hello.pid) +
+                               "): its hello was damaged in the capture; the process's command, environment or "
+                               "clock may be shown wrong");
       }
       by_id[conn->id] = conn.get();
       scan.conns.push_back(std::move(conn));

@@ -32,6 +32,8 @@ struct ConnInput {
   std::vector<FrameRef> frames;
   std::optional<wire::Bye> bye;
   bool closed = false;
+  uint64_t damaged_frames = 0;  // frame chunks of this connection that failed their check
+  bool damaged_bye = false;     // its Bye failed its check
 };
 
 // What the capture's run information chunks (kRunInfo, kRunEnd) and notes say.
@@ -51,6 +53,7 @@ struct ScanResult {
   bool saw_exit_code = false;
   std::optional<int> end_signal;    // RunEnd: the signal the target died of
   std::optional<int> launcher_pid;  // RunInfo: the target's parent
+  std::optional<int> target_pid;    // RunEnd: the target's pid
 };
 
 // Reads the whole file: run information and notes, one ConnInput per Hello.

@@ -92,8 +92,9 @@ tool() { TORCHPROF_LOG_LEVEL=error "$run_tool" -q "$@"; }
 frame_bytes() {
   /usr/bin/python3 -c 'import struct,sys
 d = open(sys.argv[1] + "/capture.tprof", "rb").read(); pos = 24; n = 0
-while pos + 16 <= len(d):
-    t, _, size, _ = struct.unpack_from("<IIII", d, pos); pos += 16 + size; n += (16 + size) if t == 3 else 0
+head = 24 if struct.unpack_from("<I", d, 8)[0] >= 3 else 16  # version 3 on: an 8-byte mark first
+while pos + head <= len(d):
+    t, _, size, _ = struct.unpack_from("<IIII", d, pos + head - 16); pos += head + size; n += (head + size) if t == 3 else 0
 print(n)' "$1"
 }
 # table_calls DIR: the calls of DIR/table.txt's rows, added up

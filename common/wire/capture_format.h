@@ -1,11 +1,17 @@
 // Layout of capture.tprof: the collector's append-only record of a run.
 //
 //   FileHeader
-//   Chunk header + body, Chunk header + body, …
+//   ChunkMark + ChunkHeader + body, ChunkMark + ChunkHeader + body, …
 //
 // Chunks are appended with one write each, as messages arrive, so a run killed at
-// any moment leaves a file whose every complete chunk is readable; a reader stops
-// at the first short or damaged chunk and reports what it read. Bodies of kHello,
+// any moment leaves a file whose every complete chunk is readable. Since version 3
+// each chunk starts with a ChunkMark: a fixed sync word and a check of the header
+// after it, so that a reader that meets a damaged chunk (a flipped byte, a torn
+// sector) finds the next intact one by searching for the sync word and checking the
+// header it opens, and goes on from there: damage costs the chunks it touches, not
+// the rest of the file. A short tail (the run was killed mid-write) is truncation;
+// a chunk that fails its checks with bytes after it is corruption. Versions 1 and 2
+// have no marks: a reader stops at their first short or damaged chunk. Bodies of kHello,
 // kFrame and kBye chunks are the wire message bodies verbatim (wire.h); `conn`
 // names the connection (one per process image) they came on.
 #pragma once
@@ -18,7 +24,8 @@ namespace torchprof::capture {
 
 constexpr char kFileMagic[8] = {'T', 'P', 'R', 'O', 'F', 'C', 'A', 'P'};
 // 2: chunk checks are check_words() instead of FNV-1a (the collector's largest cost).
-constexpr uint32_t kFileVersion = 2;
+// 3: a ChunkMark before every chunk header (resynchronisation after damage).
+constexpr uint32_t kFileVersion = 3;
 // The oldest file version readers still take.
 constexpr uint32_t kMinFileVersion = 1;
 constexpr uint32_t kMaxChunkBody = 64u << 20;
@@ -47,6 +54,17 @@ struct ChunkHeader {
   uint32_t check;  // chunk_check() of the body: FNV-1a 32 in version 1, check_words() since 2
 };
 
+// Version 3 on: precedes every ChunkHeader. `sync` is kChunkSync; `head_check` is
+// check_words() of the ChunkHeader that follows, so that a sync word met by chance
+// inside a body (or a header with a damaged size) is not taken for a chunk.
+struct ChunkMark {
+  uint32_t sync;
+  uint32_t head_check;
+};
+constexpr uint32_t kChunkSync = 0x4B4D5054u;  // "TPMK" in file order
+
+// The first version whose chunks carry a ChunkMark.
+constexpr uint32_t kFirstMarkedVersion = 3;
 constexpr uint32_t fnv1a32(const void* data, size_t n, uint32_t h = 2166136261u) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
@@ -76,7 +94,24 @@ inline uint32_t chunk_check(uint32_t file_version, const void* data, size_t n) {
   return file_version < 2 ? fnv1a32(data, n) : check_words(data, n);
 }
 
+// The check of a chunk header (ChunkMark::head_check).
+inline uint32_t head_check(const ChunkHeader& h) { return check_words(&h, sizeof h); }
+
+// A marked chunk head (ChunkMark + ChunkHeader) for `h`, as version 3 on writes it.
+struct MarkedHead {
+  ChunkMark mark;
+  ChunkHeader header;
+};
+inline MarkedHead marked_head(const ChunkHeader& h) { return MarkedHead{{kChunkSync, head_check(h)}, h}; }
+
+// Bytes from a chunk's first byte to its body in a file of `file_version`.
+constexpr size_t chunk_head_size(uint32_t file_version) {
+  return file_version >= kFirstMarkedVersion ? sizeof(ChunkMark) + sizeof(ChunkHeader) : sizeof(ChunkHeader);
+}
+
 static_assert(sizeof(FileHeader) == 24);
+static_assert(sizeof(ChunkMark) == 8);
+static_assert(sizeof(MarkedHead) == 24);
 static_assert(offsetof(FileHeader, version) == 8);
 static_assert(offsetof(FileHeader, created_real_ns) == 16);
 static_assert(sizeof(ChunkHeader) == 16);

@@ -42,7 +42,8 @@ void append_chunk(std::vector<uint8_t>& out, capture::ChunkType type, uint32_t c
                   size_t size) {
   capture::ChunkHeader h{static_cast<uint32_t>(type), conn, static_cast<uint32_t>(size),
                          capture::chunk_check(capture::kFileVersion, body, size)};
-  append(out, &h, sizeof h);
+  const capture::MarkedHead head = capture::marked_head(h);
+  append(out, &head, sizeof head);
   append(out, body, size);
 }
 

@@ -18,10 +18,12 @@ FRAME_CHUNK = 3
 
 def chunks(data):
     pos = 24
-    while pos + CHUNK.size <= len(data):
-        ctype, conn, size, _ = CHUNK.unpack_from(data, pos)
-        yield ctype, conn, data[pos + CHUNK.size:pos + CHUNK.size + size]
-        pos += CHUNK.size + size
+    mark = 8 if struct.unpack_from("<I", data, 8)[0] >= 3 else 0  # version 3 on: a ChunkMark first
+    while pos + mark + CHUNK.size <= len(data):
+        ctype, conn, size, _ = CHUNK.unpack_from(data, pos + mark)
+        body = pos + mark + CHUNK.size
+        yield ctype, conn, data[body:body + size]
+        pos = body + size
 
 
 def record(kind, extra=0, domain=0, name=0, ts=0, a=0, b=0):

@@ -263,11 +263,9 @@ def kernel_records_in_capture(out_dir):
     if zstd is None:
         return None
     data = open(os.path.join(out_dir, "capture.tprof"), "rb").read()
-    pos, kernels = 24, 0
-    while pos + 16 <= len(data):
-        ctype, _conn, size, _check = struct.unpack_from("<IIII", data, pos)
-        body = data[pos + 16:pos + 16 + size]
-        pos += 16 + size
+    kernels = 0
+    for _pos, ctype, _conn, at, size in tp.capture_chunks(data):
+        body = data[at:at + size]
         if ctype != 3:
             continue
         _tid, encoding, raw_size, _seq = struct.unpack_from("<IIII", body, 0)

@@ -258,17 +258,15 @@ def _report_prefix(path, what):
     r.out_dir = out
     check_eq(r.rc, 0, f"exit code of torchprof report on {what}")
     text = r.stdout.decode("utf-8", "replace") + r.stderr_text
-    check("capture truncated at byte" in text or "ends early" in text, f"no note that {what} ends early: {text!r}")
+    check("capture truncated at byte" in text or "ends early" in text or "capture corrupted" in text,
+          f"no note that {what} ends early or is damaged: {text!r}")
     return r
 
 
 def _first_frame_body(data):
-    pos = 24  # FileHeader
-    while pos + 16 <= len(data):
-        ctype, _conn, size, _check = struct.unpack_from("<IIII", data, pos)
+    for _pos, ctype, _conn, body, _size in tp.capture_chunks(data):
         if ctype == 3:
-            return pos + 16
-        pos += 16 + size
+            return body
     raise tp.CheckFailed("the capture holds no frame")
 
 

@@ -360,6 +360,23 @@ def check_op_truth(summary, truth, name, calls):
                     slack_ns=calls * TRUTH_SLACK_PER_CALL_NS)
 
 
+def capture_chunks(data):
+    """The chunks of a capture file's bytes (common/wire/capture_format.h), in order, as
+    (offset of the chunk, type, conn, offset of the body, body size); stops at the first
+    chunk that does not fit. Version 3 on, each chunk opens with an 8-byte ChunkMark."""
+    import struct
+    version = struct.unpack_from("<I", data, 8)[0]
+    mark = 8 if version >= 3 else 0
+    pos = 24
+    while pos + mark + 16 <= len(data):
+        ctype, conn, size, _check = struct.unpack_from("<IIII", data, pos + mark)
+        body = pos + mark + 16
+        if body + size > len(data):
+            return
+        yield pos, ctype, conn, body, size
+        pos = body + size
+
+
 def processes_with_events(summary):
     return [p for p in summary.get("processes", []) if p.get("events", 0) > 0]
 

@@ -155,7 +155,11 @@ struct CaptureBuilder {
     chunk_offsets.push_back(bytes.size());
     capture::ChunkHeader c{static_cast<uint32_t>(type), conn, static_cast<uint32_t>(body.size()),
                            capture::chunk_check(version, body.data(), body.size())};
-    append_pod(bytes, c);
+    if (version >= capture::kFirstMarkedVersion) {
+      append_pod(bytes, capture::marked_head(c));
+    } else {
+      append_pod(bytes, c);
+    }
     bytes += body;
     return *this;
   }

@@ -112,10 +112,24 @@ void read_conn(CaptureReader& reader, const ConnInput& conn, Proc& proc, Referen
     o = std::max(o, t);
   };
   uint64_t seq = proc.events.size() + proc.gpu.size();
+  std::unordered_map<uint32_t, uint32_t> next_frame;
   DecodedFrames frames(reader, conn.frames);
   while (const DecodedFrames::Frame* f = frames.next()) {
     if (!f->ok) continue;
     const uint32_t tid = f->header.tid;
+    // Frames of this thread were lost: its open pushes end at its last time before them.
+    uint32_t& expected = next_frame.try_emplace(tid, 0).first->second;
+    if (f->header.seq > expected) {
+      for (auto& [key, s] : stacks) {
+        if (key.first != tid) continue;
+        for (size_t i : s) {
+          proc.events[i].end = std::max(proc.events[i].start, thread_last[tid]);
+          proc.events[i].unended = true;
+        }
+        s.clear();
+      }
+    }
+    expected = f->header.seq + 1;
     for_each_record(f->raw, [&](const wire::Record& r, const uint8_t* extra, size_t bytes) {
       const int64_t ts = record_epoch_ns(conn.hello, r.ts);
       switch (static_cast<wire::Kind>(r.kind)) {
