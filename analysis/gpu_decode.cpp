@@ -196,6 +196,8 @@ void GpuDecoder::sync(const wire::Record& r, const uint8_t* extra) {
   g.end_ns = std::max(g.start_ns, epoch(r.a));
   g.correlation = r.b;
   g.sync_type = x.type;
+  g.sync_event = x.event;
+  if (x.event_stream1 != 0) g.wait_on_stream = x.event_stream1 - 1;
   span(g.start_ns, g.end_ns);
 }
 

@@ -162,6 +162,8 @@ struct GpuEvent {
   uint8_t src_kind = 0;      // CUpti_ActivityMemoryKind
   uint8_t dst_kind = 0;
   uint32_t sync_type = 0;    // CUpti_ActivitySynchronizationType
+  uint32_t sync_event = ~0u;       // sync: CUPTI's event id, ~0u none
+  uint32_t wait_on_stream = ~0u;   // stream wait event: the stream the event was recorded on, ~0u unknown
   int32_t step = -1;         // the launching call's step, else the one holding start_ns
 
   int64_t dur_ns() const { return end_ns - start_ns; }

@@ -97,6 +97,11 @@ void sync_args(json::Buffer& out, const GpuEvent& g) {
   uint_arg(out, "correlation", g.correlation);
   uint_arg(out, "device", g.device);
   uint_arg(out, "context", g.context);
+  // A stream wait names the event and the stream it was recorded on (HTA's critical path).
+  if (g.sync_type == 2 /*CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT*/) {
+    if (g.wait_on_stream != ~0u) uint_arg(out, "wait_on_stream", g.wait_on_stream);
+    if (g.sync_event != ~0u) uint_arg(out, "wait_on_cuda_event_id", g.sync_event);
+  }
 }
 
 }  // namespace

@@ -237,6 +237,34 @@ void write_memory(ThreadBuffer* tb, const CUpti_ActivityMemory4& r) {
   put(tb, NameRef{}, head, x);
 }
 
+// The stream each CUDA event was last recorded on (CUDA_EVENT records), for the
+// stream waits naming it: a fixed open-addressed table, used by the flusher alone.
+struct EventStream {
+  uint64_t key;  // context << 32 | event id, + 1 (0: empty)
+  uint32_t stream;
+};
+constexpr size_t kEventSlots = 4096;
+EventStream g_event_streams[kEventSlots];
+
+size_t event_slot(uint64_t key) {
+  size_t at = static_cast<size_t>((key * 0x9e3779b97f4a7c15ull) >> 52) % kEventSlots;
+  for (size_t probes = 0; probes < 16; ++probes, at = (at + 1) % kEventSlots) {
+    if (g_event_streams[at].key == key || g_event_streams[at].key == 0) return at;
+  }
+  return at;  // full around here: the oldest neighbour is overwritten
+}
+
+void note_event(const CUpti_ActivityCudaEvent2& r) {
+  const uint64_t key = ((uint64_t{r.contextId} << 32) | r.eventId) + 1;
+  g_event_streams[event_slot(key)] = EventStream{key, r.streamId};
+}
+
+uint32_t event_stream1(uint32_t context, uint32_t event) {
+  const uint64_t key = ((uint64_t{context} << 32) | event) + 1;
+  const EventStream& e = g_event_streams[event_slot(key)];
+  return e.key == key ? e.stream + 1 : 0;
+}
+
 void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
   // CUDA 13's CUPTI writes a record for every cudaEventQuery / cudaStreamQuery, those
   // that found the work unfinished included (returnValue CUDA_ERROR_NOT_READY): they
@@ -249,6 +277,7 @@ void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
   x.stream = r.streamId;
   x.context = r.contextId;
   x.event = r.cudaEventId;
+  if (r.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) x.event_stream1 = event_stream1(r.contextId, r.cudaEventId);
   // The record names a context, not a device; the analysis maps contexts to devices.
   Record head{k(Kind::kSync), 0, 0, 0, to_ours(r.start), to_ours(r.end), corr(r.correlationId)};
   put(tb, NameRef{}, head, x);
@@ -294,6 +323,7 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
       write_sync(tb, *reinterpret_cast<const CUpti_ActivitySynchronization2*>(a));
       break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: note_event(*reinterpret_cast<const CUpti_ActivityCudaEvent2*>(a)); break;
     case CUPTI_ACTIVITY_KIND_DEVICE:
       if (!g_skip_devices) write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a));
       break;

@@ -252,7 +252,9 @@ bool enable_activity(bool gpu, bool memory, CUpti_TimestampCallbackFunc timestam
   // MEMCPY2: peer-to-peer copies, which the MEMCPY kind never reports.
   static constexpr CUpti_ActivityKind kGpuKinds[] = {
       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2,
-      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+      CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+      // The stream each event was recorded on, for the stream waits naming it (Kineto's wait_on_stream).
+      CUPTI_ACTIVITY_KIND_CUDA_EVENT};
   int enabled = 0;
   if (gpu) {
     // A device record in a newer CUPTI's layout would be misread: device properties go without.

@@ -249,7 +249,9 @@ struct GpuSyncExtra {  // one slot
   uint32_t stream;       // ~0u when not a stream sync
   uint32_t context;
   uint32_t event;
-  uint64_t reserved[2];
+  uint32_t event_stream1;  // stream wait event: the stream the event was last recorded on, + 1 (0 unknown)
+  uint32_t reserved32;
+  uint64_t reserved;
 };
 
 struct GpuDeviceExtra {  // two slots; deviceProperties in Kineto's names

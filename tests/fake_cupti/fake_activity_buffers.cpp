@@ -63,20 +63,23 @@ void finish_gpu_record(uint8_t* record, bool not_collected, const GpuClockMap& c
 }  // namespace
 
 size_t record_size(uint32_t kind) {
-  // The stand-ins for 13.2's newer structs are 8 bytes longer (fake_cupti_records.cpp).
-  const size_t newer = state().newer_kernels ? 8 : 0;
+  // The stand-ins for the newer structs are 8 bytes longer (fake_cupti_records.cpp):
+  // kernels from 13.1 on, devices and contexts from 13.2 on.
+  const size_t newer_kernel = state().newer_kernels ? 8 : 0;
+  const size_t newer = state().newer_layouts ? 8 : 0;
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10) + newer;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10) + newer_kernel;
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_DEVICE: return sizeof(CUpti_ActivityDevice5) + newer;
     case CUPTI_ACTIVITY_KIND_CONTEXT: return sizeof(CUpti_ActivityContext3) + newer;
     case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: return sizeof(CUpti_ActivityCudaEvent2);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     default: return 0;
   }

@@ -79,6 +79,12 @@ FAKECUDA_EXPORT int fakecuda_free(uint64_t address);
 // busy-waits until the GPU timeline end has passed, then emits the
 // SYNCHRONIZATION record and the synchronize-domain callback. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_synchronize(int64_t stream);
+// cudaEventRecord of CUPTI event id `event` on `stream`: callbacks, API record and a
+// CUDA_EVENT activity record. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_event_record(uint32_t event, uint32_t stream);
+// cudaStreamWaitEvent(stream, event): callbacks, API record and a STREAM_WAIT_EVENT
+// synchronisation record naming the waiting stream and the event. Returns the correlation id.
+FAKECUDA_EXPORT uint32_t fakecuda_stream_wait_event(uint32_t stream, uint32_t event);
 // cudaEventQuery (event != 0: the event's id) or cudaStreamQuery(stream) asking whether
 // the GPU reached `done_raw` (raw clock): callbacks, API record and the synchronisation
 // record CUDA 13's CUPTI writes for every query, with returnValue 0 when done, else

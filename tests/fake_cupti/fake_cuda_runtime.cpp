@@ -287,6 +287,23 @@ uint32_t fakecuda_synchronize(int64_t stream) {
   return call.correlation();
 }
 
+uint32_t fakecuda_event_record(uint32_t event, uint32_t stream) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, "cudaEventRecord");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuEventRecord, "cuEventRecord");
+  fc::append_cuda_event(event, stream, call.correlation());
+  return call.correlation();
+}
+
+uint32_t fakecuda_stream_wait_event(uint32_t stream, uint32_t event) {
+  fakecuda_init();
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+                   "cudaStreamWaitEvent");
+  fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent, "cuStreamWaitEvent");
+  fc::append_stream_wait(stream, event, call.correlation(), call.start(), fc::now_ns());
+  return call.correlation();
+}
+
 int fakecuda_query(uint32_t event, uint32_t stream, uint64_t done_raw) {
   fakecuda_init();
   fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,

@@ -172,8 +172,10 @@ cudaError_t memset_call(void* p, int value, size_t bytes, cudaStream_t s, bool p
 
 cudaError_t event_record(cudaEvent_t e, cudaStream_t s, bool ptsz, uint32_t cbid, const char* name) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  api(cbid, name);
   auto* event = reinterpret_cast<Event*>(e);
+  (void)cbid;
+  (void)name;
+  fakecuda_event_record(event->id, stream_id(s, ptsz));
   const uint64_t end = fakecuda_stream_end(stream_id(s, ptsz));
   const uint64_t now = fakecuda_raw_now();
   event->done_raw = end > now ? end : now;
@@ -183,7 +185,9 @@ cudaError_t event_record(cudaEvent_t e, cudaStream_t s, bool ptsz, uint32_t cbid
 
 cudaError_t stream_wait(cudaStream_t s, cudaEvent_t e, bool ptsz, uint32_t cbid, const char* name) {
   if (e == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  api(cbid, name);
+  (void)cbid;
+  (void)name;
+  fakecuda_stream_wait_event(stream_id(s, ptsz), reinterpret_cast<Event*>(e)->id);
   fakecuda_stream_wait_until(stream_id(s, ptsz), reinterpret_cast<Event*>(e)->done_raw);
   return cudaSuccess;
 }

@@ -241,6 +241,35 @@ void append_synchronization(bool whole_device, uint32_t stream, uint32_t correla
   append_record(sync);
 }
 
+void append_cuda_event(uint32_t event_id, uint32_t stream, uint32_t correlation_id) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_CUDA_EVENT)) return;
+  CUpti_ActivityCudaEvent2 event{};
+  event.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+  event.correlationId = correlation_id;
+  event.contextId = kFakeContextId;
+  event.streamId = stream;
+  event.eventId = event_id;
+  event.deviceId = kFakeDeviceId;
+  event.cudaEventSyncId = event_id;
+  append_record(event);
+}
+
+void append_stream_wait(uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start, uint64_t end) {
+  if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
+  sync.start = start;
+  sync.end = end;
+  sync.correlationId = correlation_id;
+  sync.contextId = kFakeContextId;
+  sync.streamId = stream;
+  sync.cudaEventId = event_id;
+  sync.cudaEventSyncId = event_id;
+  sync.returnValue = 0;
+  append_record(sync);
+}
+
 void append_query(bool event, uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start,
                   uint64_t end, uint32_t return_value) {
   if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;

@@ -31,6 +31,10 @@ void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlati
                    const GpuSpan& span);
 void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, const GpuSpan& span);
 void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t correlation_id, uint64_t timestamp);
+// cudaEventRecord(event, stream): a CUDA_EVENT record (CUpti_ActivityCudaEvent2).
+void append_cuda_event(uint32_t event_id, uint32_t stream, uint32_t correlation_id);
+// cudaStreamWaitEvent(stream, event): a STREAM_WAIT_EVENT synchronisation record.
+void append_stream_wait(uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start, uint64_t end);
 // A cudaEventQuery / cudaStreamQuery: CUDA 13's CUPTI writes a synchronisation record for
 // every query by default (cuptiActivityEnableAllSyncRecords), finished or not; one whose
 // work was not finished has returnValue CUDA_ERROR_NOT_READY (600).

@@ -75,6 +75,12 @@ def check_sample(name, launch_api, ex_api):
     syncs = {row["name"]: row for row in summary["overview"]["syncs"]["rows"]}
     check_eq(syncs.get("cudaEventQuery", {}).get("calls"), 1, f"event query syncs ({syncs})")
     check(rows.get("cudaEventQuery", {}).get("calls", 0) >= 1, "cudaEventQuery calls recorded")
+    # s2 waits for the event recorded on s1 (the first created stream: 13), as HTA reads it.
+    waits = [e for e in tp.all_trace_events(result, ph="X", cat="cuda_sync") if e["name"] == "Stream Wait Event"]
+    check_eq(len(waits), 1, "Stream Wait Event rows")
+    check_eq(waits[0]["args"].get("stream"), 14, "the waiting stream")
+    check_eq(waits[0]["args"].get("wait_on_stream"), 13, f"wait_on_stream ({waits[0]['args']})")
+    check("wait_on_cuda_event_id" in waits[0]["args"], f"wait_on_cuda_event_id ({waits[0]['args']})")
     return result
 
 
