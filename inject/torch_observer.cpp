@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/wire/env.h"
 #include "inject/capture_control.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
@@ -245,7 +246,7 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
     say(why, why_len, "the op observer is already registered");
     return 0;
   }
-  const char* forced = getenv("TORCHPROF_TORCH_LAYOUT");
+  const char* forced = getenv(torchprof::env::kTorchLayout);
   const char* wanted = forced != nullptr && forced[0] != '\0' ? forced : version;
   const Layout* layout = nullptr;
   for (const Layout& l : kLayouts) {
