@@ -346,7 +346,11 @@ class CycleWriter {
 
   void range(const Event& e, uint32_t external_id) {
     const OpInfo* op = e.op();
-    const std::string_view cat = op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
+    // torch's record_function ranges (RecordScope::USER_SCOPE) are user_annotation in
+    // Kineto's traces, as NVTX ranges are.
+    const bool user_scope = e.op_call && wire::op_word_scope(e.op_word) == wire::kOpScopeUser;
+    const std::string_view cat =
+        op != nullptr && !user_scope ? std::string_view("cpu_op") : std::string_view("user_annotation");
     common_named("X", cat, e.name, e.tid, e.start_ns);
     char* out = json::put(out_.reserve(48), ", \"dur\": ");
     out_.commit(json::format_us(out, e.dur_ns()));

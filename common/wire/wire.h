@@ -300,6 +300,8 @@ constexpr uint64_t op_word(int64_t sequence, uint8_t scope, uint64_t fwd_thread)
   const uint64_t seq = sequence >= 0 && sequence < (int64_t{1} << 40) - 1 ? static_cast<uint64_t>(sequence) + 1 : 0;
   return seq | uint64_t{scope} << 40 | (fwd_thread < 0xFFFF ? fwd_thread : 0xFFFF) << 48;
 }
+// RecordScope::USER_SCOPE (record_function), the same value in torch 1.13's and 2.x's enum.
+constexpr uint8_t kOpScopeUser = 7;
 constexpr int64_t op_word_sequence(uint64_t w) { return static_cast<int64_t>(w & ((uint64_t{1} << 40) - 1)) - 1; }
 constexpr uint8_t op_word_scope(uint64_t w) { return static_cast<uint8_t>(w >> 40); }
 constexpr uint32_t op_word_fwd_thread(uint64_t w) { return static_cast<uint32_t>(w >> 48); }

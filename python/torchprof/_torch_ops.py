@@ -211,6 +211,15 @@ def verdict(torch):
     return result
 
 
+_active = None  # the ObserverCapture once started
+
+
+def recording():
+    """Whether the observer is recording ops now (registered, and not stepped aside for
+    a profiler of the program's)."""
+    return _active is not None and _active._on
+
+
 class ObserverCapture(Holds):
     """The registered observer; off while the program runs a profiler of its own."""
 
@@ -229,6 +238,8 @@ class ObserverCapture(Holds):
         why = self._ctypes.create_string_buffer(256)
         if not self._start(self._torch.__version__.encode(), 0, why, 256):
             raise RuntimeError(why.value.decode("utf-8", "replace"))
+        global _active
+        _active = self
         self._on = True
         self.hook_profiler_class(self._torch.autograd.profiler.profile)
         for name in ("emit_nvtx", "emit_itt"):
