@@ -128,7 +128,12 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
   last_open_ = nullptr;
   switch (kind) {
     case wire::Kind::kPush: push(r, tid, t); return;
-    case wire::Kind::kPop: pop(r, tid, t); return;
+    case wire::Kind::kPop:
+    case wire::Kind::kOpEnd: pop(r, tid, t); return;
+    case wire::Kind::kOpBegin:
+      push(r, tid, t);
+      t.stack.back().op_call = true;  // attr: the op word, payload: the RecordFunction handle
+      return;
     case wire::Kind::kMark: mark(r, tid, t); return;
     case wire::Kind::kCudaRuntime:
     case wire::Kind::kCudaDriver: api_call(r, tid, t); return;
@@ -711,12 +716,17 @@ Event ConnPass::event_of(const Open& o, uint32_t tid, int64_t end, int64_t self,
   e.tid = tid;
   e.step = o.step;
   e.kind = EventKind::kRange;
-  e.payload_type = static_cast<uint8_t>(wire::attr_payload_type(o.attr));
+  if (o.op_call) {
+    e.op_call = true;
+    e.op_word = o.attr;
+  } else {
+    e.payload_type = static_cast<uint8_t>(wire::attr_payload_type(o.attr));
+  }
   e.push_pop = o.start_end == kNone;
   e.unterminated = unterminated;
   EventTags tags;
   tags.domain = domain_name(o.domain);
-  tags.category = wire::attr_category(o.attr);
+  tags.category = o.op_call ? 0 : wire::attr_category(o.attr);
   if (tags.category != 0) tags.category_name = category_name(o.domain, tags.category);
   tags.op = o.kind->op;
   tags.end_tid = end_tid == tid ? EventTags::kSameThread : end_tid;

@@ -172,6 +172,7 @@ struct Open {
   uint16_t domain = 0;
   bool counted = false;
   bool kept = true;
+  bool op_call = false;   // a kOpBegin: attr is its op word, payload its RecordFunction handle
 };
 
 // An API call already closed that a later one may turn out to hold (a driver call inside

@@ -97,6 +97,10 @@ struct Event {
   uint8_t payload_type = 0;  // wire::PayloadType
   bool push_pop = true;      // false for start/end ranges
   bool unterminated = false; // never popped/ended: closed at the thread's last event
+  // A PyTorch op from torch's RecordFunction callbacks (wire::Kind::kOpBegin): payload is
+  // its RecordFunction handle, op_word its sequence number, scope and forward thread.
+  bool op_call = false;
+  uint64_t op_word = 0;
 
   int64_t dur_ns() const { return end_ns - start_ns; }
 

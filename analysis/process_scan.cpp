@@ -95,7 +95,8 @@ class ConnScanner {
         case wire::Kind::kCategory:
           out_.defs.categories[category_key(r.domain, static_cast<uint32_t>(r.a))] = r.name;
           break;
-        case wire::Kind::kPush: {
+        case wire::Kind::kPush:
+        case wire::Kind::kOpBegin: {
           const int64_t ts = touch(r.ts);
           out_.any_event = true;
           const uint64_t seq = thread.seq++;
@@ -103,7 +104,8 @@ class ConnScanner {
                                                                               : -1);
           break;
         }
-        case wire::Kind::kPop: {
+        case wire::Kind::kPop:
+        case wire::Kind::kOpEnd: {
           const int64_t ts = touch(r.ts);
           std::vector<int32_t>& stack = thread.stack(r.domain);
           if (stack.empty()) break;

@@ -397,13 +397,17 @@ class CycleWriter {
       else if (n.starts_with("gloo:")) backend_ = "gloo";
     }
     const OpInfo* op = e.op();
-    const std::string_view cat = op != nullptr ? std::string_view("cpu_op") : std::string_view("user_annotation");
+    // torch's record_function ranges (RecordScope::USER_SCOPE) are user_annotation in
+    // Kineto's traces, as NVTX ranges are.
+    const bool user_scope = e.op_call && wire::op_word_scope(e.op_word) == wire::kOpScopeUser;
+    const std::string_view cat =
+        op != nullptr && !user_scope ? std::string_view("cpu_op") : std::string_view("user_annotation");
     common_named("X", cat, e.name, e.tid, e.start_ns);
     char* out = json::put(out_.reserve(48), ", \"dur\": ");
     out_.commit(json::format_us(out, e.dur_ns()));
-    annotation_ids(external_id);
+    annotation_ids(external_id, e.op_call ? e.payload : 0);
     if (op != nullptr) {
-      op_args(*op);
+      op_args(*op, e);
     } else {
       args(e);
     }
@@ -414,8 +418,18 @@ class CycleWriter {
   // for ops run on their own thread), Input Dims (emit_nvtx's sizes, JSON as they
   // are: the parser let only nested integer lists through), Call stack (frames
   // innermost first, ';'-separated).
-  void op_args(const OpInfo& op) {
-    if (op.sequence >= 0) {
+  // An op from torch's RecordFunction callbacks carries its own sequence number and
+  // forward thread id (Kineto writes both whenever the sequence number is >= 0).
+  void op_args(const OpInfo& op, const Event& e) {
+    if (e.op_call) {
+      const int64_t sequence = wire::op_word_sequence(e.op_word);
+      if (sequence >= 0) {
+        out_ += ", \"Sequence number\": ";
+        json::append_int(out_, sequence);
+        out_ += ", \"Fwd thread id\": ";
+        json::append_uint(out_, wire::op_word_fwd_thread(e.op_word));
+      }
+    } else if (op.sequence >= 0) {
       out_ += ", \"Sequence number\": ";
       json::append_int(out_, op.sequence);
       out_ += ", \"Fwd thread id\": 0";
@@ -441,10 +455,12 @@ class CycleWriter {
 
   // Kineto's user_annotation args: its External id, the RecordFunction handle (0
   // outside torch) and the event's index in the profiler's event list.
-  void annotation_ids(uint32_t external_id) {
+  void annotation_ids(uint32_t external_id, uint64_t record_function_id = 0) {
     out_ += ",\n    \"args\": {\"External id\": ";
     json::append_uint(out_, external_id);
-    out_ += ", \"Record function id\": 0, \"Ev Idx\": ";
+    out_ += ", \"Record function id\": ";
+    json::append_uint(out_, record_function_id);
+    out_ += ", \"Ev Idx\": ";
     json::append_uint(out_, external_id - 1);
   }
 

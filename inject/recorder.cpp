@@ -151,6 +151,24 @@ int record_pop(ThreadBuffer* tb, uint16_t domain) {
   return level;
 }
 
+int record_op_begin(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t op_word, uint64_t handle) {
+  int level = tb->depth[domain % ThreadBuffer::kDepthSlots]++;
+  Record r{k(Kind::kOpBegin), 0, domain, 0, stamp(tb), op_word, handle};
+  write_unit(tb, name, &r, 1);
+  return level;
+}
+
+int record_op_end(ThreadBuffer* tb, uint16_t domain, uint64_t handle) {
+  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
+  int32_t& depth = tb->depth[slot];
+  if (depth <= 0) return -1;
+  int level = --depth;
+  if (__builtin_expect(tb->unrecorded[slot] != 0, 0) && capture::skip_pop(tb->unrecorded[slot], level)) return level;
+  Record r{k(Kind::kOpEnd), 0, domain, 0, stamp(tb), handle, 0};
+  write_unit(tb, NameRef{}, &r, 1);
+  return level;
+}
+
 uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
   uint64_t id = next_range_id();
   uint64_t ts = stamp(tb);

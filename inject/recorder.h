@@ -32,6 +32,10 @@ int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t
 int record_pop(ThreadBuffer* tb, uint16_t domain);
 uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
 void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id);
+// A PyTorch op's begin and end (kOpBegin/kOpEnd, torch_observer.cpp): nested per
+// thread and domain with the same levels as push/pop, so a pause keeps them paired.
+int record_op_begin(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t op_word, uint64_t handle);
+int record_op_end(ThreadBuffer* tb, uint16_t domain, uint64_t handle);
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
 // A range that already ended, with the caller's CLOCK_MONOTONIC times: kStart at
 // start_ns and kEnd at end_ns under one range id, written as one unit. Its name is

@@ -42,6 +42,9 @@ constexpr const char* kTrace = "TORCHPROF_TRACE";
 // PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes" and
 // ",stack"; unset or "" = off. Read by python/torchprof/_pytorch_ops.py.
 constexpr const char* kPytorchOps = "TORCHPROF_PYTORCH_OPS";
+// The op observer's table entry to use instead of the one torch's version picks
+// (inject/torch_observer.cpp); for tests, e.g. "test-wrong-layout".
+constexpr const char* kTorchLayout = "TORCHPROF_TORCH_LAYOUT";
 // "1": the process starts with recording off (torchprof-run --paused, --capture-range
 // signal); the collector's Control messages switch it on and off.
 constexpr const char* kPaused = "TORCHPROF_PAUSED";

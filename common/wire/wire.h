@@ -166,6 +166,12 @@ enum class Kind : uint8_t {
   kCaptureWindow = 15,  // ts, a = window id, b = 1 recording from ts on, 0 recording stopped;
                         // domain = CaptureSource (what switched it)
 
+  // PyTorch ops from torch's RecordFunction callbacks (inject/torch_observer.cpp), on
+  // the thread that ran them. They nest with each other as push/pop do, in their own
+  // NVTX-style domain (the "torchprof.ops" domain's id).
+  kOpBegin = 16,  // domain, name = the op's name, ts, a = OpWord (op_word()), b = RecordFunction handle
+  kOpEnd = 17,    // domain, ts, a = the handle of the op that ends
+
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the
   // thread that converts CUPTI's buffers (any tid; the kinds say what they are).
@@ -288,6 +294,22 @@ constexpr uint32_t attr_category(uint64_t attr) { return static_cast<uint32_t>(a
 constexpr PayloadType attr_payload_type(uint64_t attr) {
   return static_cast<PayloadType>(static_cast<uint8_t>(attr >> 32));
 }
+
+// kOpBegin's `a`: the autograd sequence number + 1 (0 = none) in bits 0..39, torch's
+// RecordScope in bits 40..47, the forward thread id (torch's own thread numbering, cut to
+// 16 bits) in bits 48..63.
+constexpr uint64_t op_word(int64_t sequence, uint8_t scope, uint64_t fwd_thread) {
+  const uint64_t seq = sequence >= 0 && sequence < (int64_t{1} << 40) - 1 ? static_cast<uint64_t>(sequence) + 1 : 0;
+  return seq | uint64_t{scope} << 40 | (fwd_thread < 0xFFFF ? fwd_thread : 0xFFFF) << 48;
+}
+// RecordScope::USER_SCOPE (record_function), the same value in torch 1.13's and 2.x's enum.
+constexpr uint8_t kOpScopeUser = 7;
+constexpr int64_t op_word_sequence(uint64_t w) { return static_cast<int64_t>(w & ((uint64_t{1} << 40) - 1)) - 1; }
+constexpr uint8_t op_word_scope(uint64_t w) { return static_cast<uint8_t>(w >> 40); }
+constexpr uint32_t op_word_fwd_thread(uint64_t w) { return static_cast<uint32_t>(w >> 48); }
+static_assert(op_word_sequence(op_word(-1, 0, 0)) == -1);
+static_assert(op_word_sequence(op_word(123, 7, 9)) == 123 && op_word_scope(op_word(123, 7, 9)) == 7 &&
+              op_word_fwd_thread(op_word(123, 7, 9)) == 9);
 
 struct Record {
   uint8_t kind;     // Kind

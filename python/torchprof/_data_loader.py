@@ -40,7 +40,15 @@ def install(torch, api):
     iter_cls = dataloader._BaseDataLoaderIter
     if getattr(iter_cls.__next__, "_torchprof_range", False):
         return iter_cls
-    wrapper = make_next(iter_cls.__next__, api.push, api.pop, nvtx_profiler_check(torch))
+    nvtx_on = nvtx_profiler_check(torch)
+    from torchprof import _torch_ops
+
+    def torch_records():
+        # torch's record_function makes the range itself: under NVTX, and while the op
+        # observer (RecordFunction callbacks) records.
+        return nvtx_on() or _torch_ops.recording()
+
+    wrapper = make_next(iter_cls.__next__, api.push, api.pop, torch_records)
     replace_attr(iter_cls, "__next__", wrapper)
     return iter_cls
 

@@ -8,7 +8,10 @@ format (analysis/op_message.h parses it):
 
     aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, stack = f.py(12): fwd; f.py(30): <module>]
 
-Two ways to get them:
+First choice, for every build without "shapes" and "stack": torch's own RecordFunction
+callbacks, registered from the injected library (_torch_ops.py): every op on every
+thread, nested as torch nests them. When this torch's layout is unknown or fails its
+trial, one line on stderr says why and one of the two older ways takes over:
 
 - CUDA builds of torch, without "stack": torch's own NVTX profiler, switched on as
   emit_nvtx(record_shapes=...) switches it on but without its CUDA synchronisation
@@ -62,6 +65,18 @@ def install(torch):
     enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
     if not enabled:
         return None
+    if not shapes and not stack:
+        from torchprof import _torch_ops
+
+        try:
+            observer, why = _torch_ops.start(torch)
+        except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
+            observer, why = None, "%s: %s" % (type(e).__name__, e)
+        if observer is not None:
+            return observer
+        sys.stderr.write("torchprof: ops through torch's RecordFunction callbacks are off (%s); "
+                         "using the %s capture\n" % (why, "emit_nvtx" if getattr(torch.version, "cuda", None)
+                                                      else "dispatch-mode"))
     try:
         if getattr(torch.version, "cuda", None) is not None and not stack:
             return NvtxCapture(torch, shapes).start()

@@ -249,3 +249,48 @@ TEST_CASE("steps: a process ending inside RECORD still closes its cycle") {
 }
 
 }  // namespace torchprof
+
+namespace torchprof {
+
+TEST_CASE("ops from RecordFunction callbacks: nested cpu_op rows with their own call fields") {
+  // aten::conv2d [0,100] { aten::convolution [10,90] { aten::mkldnn_convolution [20,80] } }
+  // then ConvolutionBackward0 [200,260] with conv2d's sequence number, on thread 1, in
+  // the torchprof.ops domain (id 3); an NVTX range in the default domain around all.
+  Slots t1;
+  t1.str(1, "aten::conv2d").str(2, "aten::convolution").str(3, "aten::mkldnn_convolution");
+  t1.str(4, "ConvolutionBackward0").str(5, "torchprof.ops").str(6, "outer");
+  t1.rec(Kind::kDomain, 5, 0, 0, 0, 3);
+  t1.push(6, 0);
+  t1.rec(Kind::kOpBegin, 1, 0, wire::op_word(7, 0, 0), 11, 3)
+      .rec(Kind::kOpBegin, 2, 10, wire::op_word(-1, 0, 0), 12, 3)
+      .rec(Kind::kOpBegin, 3, 20, wire::op_word(-1, 0, 0), 13, 3)
+      .rec(Kind::kOpEnd, 0, 80, 13, 0, 3)
+      .rec(Kind::kOpEnd, 0, 90, 12, 0, 3)
+      .rec(Kind::kOpEnd, 0, 100, 11, 0, 3)
+      .rec(Kind::kOpBegin, 4, 200, wire::op_word(7, 1, 1), 14, 3)
+      .rec(Kind::kOpEnd, 0, 260, 14, 0, 3);
+  t1.pop(300);
+  std::map<int, test::Collected> c;
+  const Run run = test::analyse(test::Captures().process(1).frame(1, t1).save("op_records.tprof"), {}, &c);
+  const test::Collected& p = c[1];
+  const Event& conv = find(p, "aten::conv2d");
+  REQUIRE(conv.op() != nullptr);
+  CHECK(conv.op_call);
+  CHECK(conv.payload == 11);
+  CHECK(wire::op_word_sequence(conv.op_word) == 7);
+  CHECK(conv.self_ns == 100 - 80);
+  CHECK(find(p, "aten::convolution").self_ns == 80 - 60);
+  CHECK(find(p, "aten::mkldnn_convolution").self_ns == 60);
+  const Event& node = find(p, "ConvolutionBackward0");
+  CHECK(wire::op_word_sequence(node.op_word) == 7);
+  CHECK(wire::op_word_scope(node.op_word) == 1);
+  CHECK(wire::op_word_fwd_thread(node.op_word) == 1);
+  CHECK(node.category() == 0);  // the op word is not an NVTX category
+  REQUIRE(op(run, "aten::convolution") != nullptr);
+  CHECK(op(run, "aten::convolution")->kind == "cpu_op");
+  CHECK(op(run, "aten::convolution")->self_cpu_ns == 20);
+  CHECK(op(run, "outer")->self_cpu_ns == 300 - 100 - 60);
+  CHECK(op(run, "outer")->kind == "nvtx");
+}
+
+}  // namespace torchprof

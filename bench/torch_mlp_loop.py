@@ -1,0 +1,60 @@
+"""A tiny-op training loop for bench/torch_observer_bench.py: an MLP of small matmuls,
+forward, backward and SGD, timed inside the program (the thread's CPU time).
+
+    python3 bench/torch_mlp_loop.py MODE ITERATIONS
+
+MODE: none (the loop alone; also what runs under torchprof-run), floor (a global
+RecordFunction callback that does nothing, registered through the injected library,
+which must be preloaded), torch (torch.profiler around the loop). Prints
+`seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
+"""
+import ctypes
+import sys
+import time
+
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+
+def main():
+    mode, iterations = sys.argv[1], int(sys.argv[2])
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    x = torch.randn(4, 8)
+    y = torch.randn(4, 1)
+
+    def loop(n):
+        for _ in range(n):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+
+    loop(20)  # warm-up
+    if mode == "floor":
+        lib = ctypes.CDLL(None)
+        start = lib.torchprof_torch_observer_start
+        start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        why = ctypes.create_string_buffer(256)
+        if not start(torch.__version__.encode(), 2, why, 256):
+            raise SystemExit("no floor callback: " + why.value.decode())
+    prof = None
+    if mode == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU])
+        prof.__enter__()
+    t0 = time.thread_time()
+    loop(iterations)
+    seconds = time.thread_time() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        print("ops %d" % sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU))
+    print("seconds %.6f" % seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""What torchprof's op capture (torch's RecordFunction callbacks, inject/torch_observer.cpp)
+adds per op, against two references measured in the same run, in alternating rounds:
+
+  floor   a global callback that does nothing: RecordFunction's own cost once any
+          callback is on (what no observer can go below)
+  torch   torch.profiler (CPU activities)
+  ours    torchprof-run --pytorch-ops
+
+on bench/torch_mlp_loop.py (an MLP of small matmuls, forward/backward/SGD). Each round
+runs the loop alone ("none") and each mode once, in turn; the figure of a mode is
+(its time - none's time of the same round) / ops, where ops is the number of ops
+torch's profiler counted for the loop. Medians over the rounds, with the spread
+(min..max), are printed, and the number of ops torchprof recorded beside torch's.
+
+    python3 bench/torch_observer_bench.py BUILD_DIR [ROUNDS=9] [ITERATIONS=1000]
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOOP = os.path.join(HERE, "torch_mlp_loop.py")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def env_plain():
+    return {k: v for k, v in os.environ.items() if not k.startswith("TORCHPROF_") and k != "PYTHONPATH"}
+
+
+def run(argv, env):
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit("failed: %s\n%s" % (" ".join(argv), done.stderr.decode()[-2000:]))
+    out = {}
+    for line in done.stdout.decode().splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("seconds", "ops"):
+            out[key] = float(value)
+    return out
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+    iterations = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    lib = os.path.join(build, "lib", "libtorchprof_inject.so")
+    tool = os.path.join(build, "bin", "torchprof-run")
+    work = tempfile.mkdtemp(prefix="tp_obs_bench_")
+    cache = os.path.join(work, "cache")
+    floor_env = dict(env_plain(), LD_PRELOAD=lib)
+    ours_env = dict(env_plain(), XDG_CACHE_HOME=cache)
+    added = {"floor": [], "torch": [], "ours": []}
+    torch_ops = None
+    ours_ops = None
+    for k in range(rounds):
+        none = run([PYTHON, LOOP, "none", str(iterations)], env_plain())["seconds"]
+        floor = run([PYTHON, LOOP, "floor", str(iterations)], floor_env)["seconds"]
+        t = run([PYTHON, LOOP, "torch", str(iterations)], env_plain())
+        out = os.path.join(work, "out%d" % k)
+        ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--", PYTHON, LOOP, "none", str(iterations)],
+                   ours_env)["seconds"]
+        torch_ops = t["ops"]
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        ours_ops = sum(o["calls"] for o in summary["ops"] if o.get("kind") == "cpu_op")
+        for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours)):
+            added[name].append((seconds - none) / torch_ops * 1e9)
+        print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op" %
+              (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1]), flush=True)
+        shutil.rmtree(out, ignore_errors=True)
+    print("ops in the timed loop: torch.profiler counts %d (plus the warm-up's in torchprof's whole run: %d recorded)" %
+          (torch_ops, ours_ops))
+    for name, label in (("floor", "do-nothing callback (floor)"), ("torch", "torch.profiler"),
+                        ("ours", "torchprof --pytorch-ops")):
+        v = added[name]
+        print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds)" %
+              (label, statistics.median(v), min(v), max(v), len(v)))
+    print("torchprof above the floor: median %+.0f ns/op" %
+          statistics.median([o - f for o, f in zip(added["ours"], added["floor"])]))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+// PyTorch ops from torch's own RecordFunction callbacks: the mechanism torch.profiler's
+// observers hang on. One global callback (every thread: the program's, autograd's
+// workers, DataLoader threads), registered once the program has imported torch
+// (python/torchprof/_torch_ops.py asks for it). Each op's begin and end is one record
+// on its thread's buffer (kOpBegin/kOpEnd), nested as torch nests them.
+//
+// torch's API for this is C++ and built without its headers here: the callback struct
+// is written as the torch version's RecordFunctionCallback is laid out, the exported
+// at::addGlobalCallback / at::removeCallback / at::RecordFunction::name are found with
+// dlsym, and the inline accessors (seqNr, forwardThreadId, scope, handle) are read at
+// their fields' offsets. Each layout is an entry of the table below, checked against
+// that version's headers; a layout is only ever used in the program after a trial in a
+// throwaway child process (mode kTrial: the callbacks write a small log instead of
+// records, which the bootstrap checks) has passed on the same torch build.
+#include "inject/torch_observer.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/wire/env.h"
+#include "inject/capture_control.h"
+#include "inject/export.h"
+#include "inject/process_state.h"
+#include "inject/recorder.h"
+#include "inject/registry.h"
+
+namespace torchprof::inject {
+namespace {
+
+// Where torch keeps what the callbacks read, for one torch version (x86-64, Itanium ABI).
+struct Layout {
+  const char* version;  // "major.minor", matched against torch.__version__
+  // RecordFunctionCallback: passed by value (trivially copyable, over 16 bytes: in memory).
+  uint32_t cb_size;
+  uint32_t cb_start;           // StartCallback start_
+  uint32_t cb_end;             // EndCallback end_
+  uint32_t cb_sampling_prob;   // double sampling_prob_
+  uint32_t cb_scopes;          // std::array<bool, NUM_SCOPES> scopes_
+  uint32_t num_scopes;         // RecordScope::NUM_SCOPES
+  uint32_t cb_needs_inputs;
+  uint32_t cb_needs_outputs;
+  uint32_t cb_needs_ids;
+  // RecordFunction (the fields its inline accessors return)
+  uint32_t rf_scope;      // step_callbacks_.scope_ (uint8_t RecordScope)
+  uint32_t rf_sequence;   // sequence_nr_ (int64_t)
+  uint32_t rf_fwd_thread; // fwd_thread_id_ (uint64_t)
+  uint32_t rf_handle;     // handle_ (uint64_t RecordFunctionHandle)
+};
+
+// torch 1.13 (aten/src/ATen/record_function.h at v1.13.1, as Debian's libtorch-dev
+// 1.13.1 ships it; offsets printed by offsetof on those headers, with and without NDEBUG):
+//   RecordFunctionCallback { start_ @0, end_ @8, double sampling_prob_ @16,
+//     std::array<bool, 10> scopes_ @24, needs_inputs_ @34, needs_outputs_ @35,
+//     needs_ids_ @36 } size 40
+//   RecordFunction { vptr @0, StepCallbacks step_callbacks_ @8 { SmallVector<StartEndPair,4>
+//     callbacks_ (80 bytes), thread_id_ @88, scope_ @96, needs_* }, called_start_callbacks_,
+//     [inputs_valid_ without NDEBUG], ObserverContextList ctx_, variant fn_,
+//     sequence_nr_ @200, inputs_, outputs_, fwd_thread_id_ @248, handle_ @256, ... } size 288
+constexpr Layout kLayouts[] = {
+    {"1.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
+    // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
+    // that the tests can show a layout that does not match gives the fallback
+    // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
+    {"test-wrong-layout", 40, 0, 8, 16, 24, 10, 34, 35, 36, 100, 208, 248, 256},
+};
+
+constexpr uint32_t kMaxCallbackBytes = 64;
+struct alignas(8) CallbackBytes {
+  unsigned char bytes[kMaxCallbackBytes];
+};
+template <uint32_t N>
+struct alignas(8) CallbackOf {
+  unsigned char bytes[N];
+};
+
+// std::unique_ptr<ObserverContext>'s ABI: one pointer, not trivially destructible, so
+// returned through a hidden pointer. Ours is always empty.
+struct NoContext {
+  void* p = nullptr;
+  ~NoContext() {}
+};
+
+using NameFn = const char* (*)(const void*);
+using RemoveFn = void (*)(uint64_t);
+using StartFn = NoContext (*)(const void*);
+using EndFn = void (*)(const void*, void*);
+
+const Layout* g_layout = nullptr;
+NameFn g_name = nullptr;
+RemoveFn g_remove = nullptr;
+RemoveFn g_disable = nullptr;
+RemoveFn g_reenable = nullptr;
+std::atomic<uint64_t> g_handle{0};
+int g_mode = kObserverRecord;
+
+template <typename T>
+inline T field(const void* rf, uint32_t offset) {
+  T v;
+  memcpy(&v, static_cast<const char*>(rf) + offset, sizeof v);
+  return v;
+}
+
+// ---- trial log (the child process's check) -----------------------------------------
+
+constexpr int kTrialEntries = 512;
+struct TrialEntry {
+  char name[64];
+  int depth;
+  int begin;  // 1 begin, 0 end
+  int64_t sequence;
+  uint32_t scope;
+  uint64_t fwd_thread;
+  uint64_t handle;
+};
+TrialEntry g_trial[kTrialEntries];
+std::atomic<int> g_trial_used{0};
+thread_local int t_trial_depth = 0;
+
+void trial_note(const void* rf, bool begin) {
+  const int i = g_trial_used.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kTrialEntries) return;
+  TrialEntry& e = g_trial[i];
+  const char* name = g_name(rf);
+  snprintf(e.name, sizeof e.name, "%s", name != nullptr ? name : "");
+  e.begin = begin ? 1 : 0;
+  e.depth = begin ? t_trial_depth++ : --t_trial_depth;
+  e.sequence = field<int64_t>(rf, g_layout->rf_sequence);
+  e.scope = field<uint8_t>(rf, g_layout->rf_scope);
+  e.fwd_thread = field<uint64_t>(rf, g_layout->rf_fwd_thread);
+  e.handle = field<uint64_t>(rf, g_layout->rf_handle);
+}
+
+// ---- the callbacks ---------------------------------------------------------------
+
+uint16_t ops_domain(ThreadBuffer* tb) {
+  if (tb->ops_domain == 0) {
+    static constexpr char kDomain[] = "torchprof.ops";
+    tb->ops_domain = registry_domain(tb, kDomain, sizeof(kDomain) - 1);
+  }
+  return tb->ops_domain;
+}
+
+NoContext on_nothing(const void*) { return {}; }
+void on_nothing_end(const void*, void*) {}
+
+NoContext on_start(const void* rf) {
+  if (g_mode == kObserverTrial) {
+    trial_note(rf, true);
+    return {};
+  }
+  CallbackGuard guard;
+  if (!guard.entered()) return {};
+  ThreadBuffer* tb = current_buffer();
+  if (tb == nullptr) return {};
+  const uint16_t domain = ops_domain(tb);
+  if (domain == 0) return {};
+  const Layout& l = *g_layout;
+  const char* name = g_name(rf);
+  if (!capture::fast() && !capture::admit(tb, name)) {
+    capture::paused_push(tb, domain);
+    return {};
+  }
+  const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
+                                      field<uint64_t>(rf, l.rf_fwd_thread));
+  record_op_begin(tb, domain, cached_ascii_name(tb, name), word, field<uint64_t>(rf, l.rf_handle));
+  return {};
+}
+
+void on_end(const void* rf, void* /*ctx*/) {
+  if (g_mode == kObserverTrial) {
+    trial_note(rf, false);
+    return;
+  }
+  CallbackGuard guard;
+  if (!guard.entered()) return;
+  ThreadBuffer* tb = current_buffer();
+  if (tb == nullptr || tb->ops_domain == 0) return;
+  record_op_end(tb, tb->ops_domain, field<uint64_t>(rf, g_layout->rf_handle));
+}
+
+// The loaded torch library that defines `symbol`. Python loads torch's libraries with
+// RTLD_LOCAL, so they are looked for among the loaded objects named like torch's.
+struct SymbolSearch {
+  const char* symbol;
+  void* found;
+};
+
+int search_object(struct dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<SymbolSearch*>(data);
+  const char* path = info->dlpi_name;
+  if (path == nullptr || path[0] == '\0') return 0;
+  const char* base = strrchr(path, '/');
+  base = base != nullptr ? base + 1 : path;
+  if (strstr(base, "torch") == nullptr && strstr(base, "c10") == nullptr) return 0;
+  void* handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return 0;
+  search->found = dlsym(handle, search->symbol);
+  dlclose(handle);  // RTLD_NOLOAD took one more reference: the library stays loaded
+  return search->found != nullptr ? 1 : 0;
+}
+
+void* torch_symbol(const char* symbol) {
+  if (void* p = dlsym(RTLD_DEFAULT, symbol)) return p;
+  SymbolSearch search{symbol, nullptr};
+  dl_iterate_phdr(&search_object, &search);
+  return search.found;
+}
+
+template <uint32_t N>
+uint64_t add_callback(void* add, const CallbackBytes& cb) {
+  CallbackOf<N> exact;
+  memcpy(exact.bytes, cb.bytes, N);
+  return reinterpret_cast<uint64_t (*)(CallbackOf<N>)>(add)(exact);
+}
+
+bool version_matches(const char* want, const char* version) {
+  const size_t n = strlen(want);
+  // "1.13" matches "1.13", "1.13.1", "1.13.0a0+git…", never "1.130".
+  return strncmp(want, version, n) == 0 && (version[n] == '\0' || version[n] == '.' || version[n] == '+');
+}
+
+void say(char* why, int len, const char* text) {
+  if (why != nullptr && len > 0) snprintf(why, static_cast<size_t>(len), "%s", text);
+}
+
+}  // namespace
+}  // namespace torchprof::inject
+
+namespace tpi = torchprof::inject;
+
+extern "C" {
+
+// Registers the observer for torch `version` (torch.__version__), or the table entry
+// named by TORCHPROF_TORCH_LAYOUT when that is set. mode: kObserverRecord (records in
+// the program), kObserverTrial (a log for torchprof_torch_trial_log) or kObserverFloor
+// (callbacks that return at once, for the benchmark). Returns 1 when
+// registered; 0 with a one-line reason in `why` otherwise. Once per process.
+TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mode, char* why, int why_len) {
+  using namespace tpi;
+  if (g_handle.load() != 0) {
+    say(why, why_len, "the op observer is already registered");
+    return 0;
+  }
+  const char* forced = getenv(torchprof::env::kTorchLayout);
+  const char* wanted = forced != nullptr && forced[0] != '\0' ? forced : version;
+  const Layout* layout = nullptr;
+  for (const Layout& l : kLayouts) {
+    const bool match = forced != nullptr && forced[0] != '\0' ? strcmp(l.version, wanted) == 0
+                                                              : version_matches(l.version, wanted);
+    if (match) layout = &l;
+  }
+  char text[160];
+  if (layout == nullptr) {
+    snprintf(text, sizeof text, "torch %s is not in the op observer's table of layouts", wanted);
+    say(why, why_len, text);
+    return 0;
+  }
+  void* add = torch_symbol("_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE");
+  g_remove = reinterpret_cast<RemoveFn>(torch_symbol("_ZN2at14removeCallbackEm"));
+  g_disable = reinterpret_cast<RemoveFn>(torch_symbol("_ZN2at15disableCallbackEm"));
+  g_reenable = reinterpret_cast<RemoveFn>(torch_symbol("_ZN2at16reenableCallbackEm"));
+  g_name = reinterpret_cast<NameFn>(torch_symbol("_ZNK2at14RecordFunction4nameEv"));
+  if (add == nullptr || g_remove == nullptr || g_name == nullptr || g_disable == nullptr || g_reenable == nullptr) {
+    say(why, why_len, "torch's RecordFunction functions are not exported by the loaded libtorch");
+    return 0;
+  }
+  CallbackBytes cb{};
+  const StartFn start = mode == kObserverFloor ? &on_nothing : &on_start;
+  const EndFn end = mode == kObserverFloor ? &on_nothing_end : &on_end;
+  memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
+  memcpy(cb.bytes + layout->cb_end, &end, sizeof end);
+  const double prob = 1.0;
+  memcpy(cb.bytes + layout->cb_sampling_prob, &prob, sizeof prob);
+  memset(cb.bytes + layout->cb_scopes, 1, layout->num_scopes);  // every scope, as torch.profiler
+  cb.bytes[layout->cb_needs_inputs] = 0;
+  cb.bytes[layout->cb_needs_outputs] = 0;
+  cb.bytes[layout->cb_needs_ids] = 1;  // handles: the trace's Record function id
+  g_layout = layout;
+  g_mode = mode;
+  uint64_t handle = 0;
+  switch (layout->cb_size) {
+    case 40: handle = add_callback<40>(add, cb); break;
+    default:
+      say(why, why_len, "the op observer's layout has a callback size it cannot pass");
+      return 0;
+  }
+  if (handle == 0) {
+    say(why, why_len, "torch refused the op observer's callback");
+    return 0;
+  }
+  g_handle.store(handle);
+  return 1;
+}
+
+// Unregisters the observer (the trial's end; the program's when it stops capturing).
+TORCHPROF_EXPORT void torchprof_torch_observer_stop(void) {
+  const uint64_t handle = tpi::g_handle.exchange(0);
+  if (handle != 0 && tpi::g_remove != nullptr) tpi::g_remove(handle);
+}
+
+// While the program runs a profiler of its own: on = 0 stops recording ops, 1 resumes.
+TORCHPROF_EXPORT void torchprof_torch_observer_enable(int on) {
+  const uint64_t handle = tpi::g_handle.load();
+  if (handle == 0) return;
+  (on != 0 ? tpi::g_reenable : tpi::g_disable)(handle);
+}
+
+// The trial's log as text, one line per callback:
+//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <name>
+// Returns the bytes written (cut at `len`).
+TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
+  using namespace tpi;
+  const int used = g_trial_used.load() < kTrialEntries ? g_trial_used.load() : kTrialEntries;
+  int at = 0;
+  for (int i = 0; i < used && at < len; ++i) {
+    const TrialEntry& e = g_trial[i];
+    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %s\n", e.begin ? 'B' : 'E',
+                           e.depth, e.scope, static_cast<long long>(e.sequence),
+                           static_cast<unsigned long long>(e.fwd_thread), static_cast<unsigned long long>(e.handle),
+                           e.name);
+    if (n < 0) break;
+    at += n;
+  }
+  return at < len ? at : len;
+}
+
+}  // extern "C"

@@ -1,0 +1,199 @@
+"""PyTorch ops through torch's RecordFunction callbacks (inject/torch_observer.cpp,
+python/torchprof/_torch_ops.py), compared with torch's own profiler run on the same
+script and steps (tests/programs/py/ops_models.py), on Debian's CPU torch 1.13.
+
+torch.profiler runs in a plain run of the program (no torchprof) and writes, per
+ProfilerStep#k, its op names and calls and (op, parent) pairs; the torchprof run's
+traces give the same for its ProfilerStep#k (one per optimizer.step()). A middle step
+of each is compared: its boundaries differ by where the step ends (torch's after the
+loss is read, torchprof's at the end of optimizer.step()), which moves no op between
+the middle steps' counts."""
+
+import decimal
+import glob
+import gzip
+import json
+import os
+import stat
+
+import tp
+from tp import check, check_eq
+from test_python import clean_env, run_plain, run_py, script
+
+PROGRAM = script("ops_models.py")
+STEPS = 4
+MIDDLE = 2
+
+
+def cache_env(**extra):
+    cache = tp.fresh_dir("cache")
+    return cache, clean_env(XDG_CACHE_HOME=cache, **extra)
+
+
+def torch_view(model, *extra):
+    out = os.path.join(tp.fresh_dir("torch"), "torch.json")
+    plain = run_plain([PROGRAM, model, str(STEPS), "--torch-profiler", out] + list(extra), timeout=600)
+    check_eq(plain.returncode, 0, f"plain run of {model} with torch.profiler: {plain.stderr.decode()[-2000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def exact_events(result):
+    """X events of every trace with ts and dur as integer nanoseconds: floats would lose
+    them (microseconds since the epoch with three decimals need 19 digits)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(result.out_dir, "traces", "*.pt.trace.json*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        if path.endswith(".gz"):
+            data = gzip.decompress(data)
+        for ev in json.loads(data.decode("utf-8"), parse_float=decimal.Decimal).get("traceEvents", []):
+            if ev.get("ph") == "X":
+                ev["start"] = int(decimal.Decimal(ev["ts"]) * 1000)
+                ev["end"] = ev["start"] + int(decimal.Decimal(ev["dur"]) * 1000)
+                out.append(ev)
+    return out
+
+
+def nest(events):
+    """(event, parent event or None) for X events of one thread, nested by their times."""
+    out = []
+    stack = []
+    for ev in sorted(events, key=lambda e: (e["start"], -e["end"])):
+        while stack and not (ev["start"] >= stack[-1]["start"] and ev["end"] <= stack[-1]["end"]):
+            stack.pop()
+        out.append((ev, stack[-1] if stack else None))
+        stack.append(ev)
+    return out
+
+
+def torchprof_view(result):
+    """Per ProfilerStep#k: names -> calls, 'op\\tparent' -> calls, name -> tids."""
+    events = exact_events(result)
+    steps = sorted((e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["start"])
+    by_tid = {}
+    for ev in events:
+        if ev.get("cat") in ("cpu_op", "user_annotation") and not ev["name"].startswith("ProfilerStep#"):
+            by_tid.setdefault((ev["pid"], ev["tid"]), []).append(ev)
+    nested = [pair for evs in by_tid.values() for pair in nest(evs)]
+    out = []
+    for s in steps:
+        names, pairs, tids = {}, {}, {}
+        for ev, parent in nested:
+            if not (s["start"] <= ev["start"] and ev["end"] <= s["end"]):
+                continue
+            names[ev["name"]] = names.get(ev["name"], 0) + 1
+            key = ev["name"] + "\t" + (parent["name"] if parent is not None else "")
+            pairs[key] = pairs.get(key, 0) + 1
+            tids.setdefault(ev["name"], set()).add(ev["tid"])
+        out.append({"names": names, "pairs": pairs, "tids": tids})
+    return out
+
+
+def compare(model, *extra):
+    torch_steps = torch_view(model, *extra)["steps"]
+    check_eq(len(torch_steps), STEPS, "torch.profiler's steps")
+    cache, env = cache_env()
+    r = run_py([PROGRAM, model, str(STEPS), "--check-profiler"] + list(extra), options=["--pytorch-ops"], env=env,
+               timeout=600)
+    check("ops through torch's RecordFunction callbacks are off" not in r.stderr_text,
+          f"the observer was used: {r.stderr_text[-1500:]}")
+    check_eq(r.stdout.decode().count("profiler enabled inside a step: False"), STEPS,
+             "torch's profiler is off inside every step of a torchprof run")
+    ours_steps = torchprof_view(r)
+    check(len(ours_steps) >= MIDDLE + 1, f"torchprof's steps: {len(ours_steps)}")
+    theirs, ours = torch_steps[MIDDLE], ours_steps[MIDDLE]
+    names = theirs["names"]
+    missing = sorted(n for n in names if n not in ours["names"])
+    check(not missing, f"op names torch lists that torchprof's step lacks: {missing}")
+    equal = [n for n in names if ours["names"].get(n) == names[n]]
+    share = len(equal) / len(names)
+    unequal = {n: (names[n], ours["names"].get(n)) for n in names if n not in equal}
+    print(f"{model}: {len(names)} names, {len(equal)} with equal calls ({100 * share:.1f}%); "
+          f"torch {sum(names.values())} calls, torchprof {sum(ours['names'].values())}; unequal {unequal}")
+    check(share >= 0.98, f"names with equal calls: {100 * share:.1f}% < 98%: {unequal}")
+    pairs = theirs["pairs"]
+    same = sum(min(c, ours["pairs"].get(k, 0)) for k, c in pairs.items())
+    total = sum(pairs.values())
+    worst = sorted(((c - ours["pairs"].get(k, 0), k) for k, c in pairs.items() if ours["pairs"].get(k, 0) != c),
+                   reverse=True)[:8]
+    print(f"{model}: (op, parent) pairs equal for {same} of {total} calls ({100 * same / total:.1f}%); worst {worst}")
+    check(same / total >= 0.98, f"(op, parent) calls equal: {100 * same / total:.1f}% < 98%: {worst}")
+    # Autograd nodes and evaluate_function rows, on the thread torch runs them on (on a
+    # CPU build the thread that called backward(): the main thread).
+    nodes = [n for n in names if n.endswith("Backward0") or n.startswith("autograd::engine::evaluate_function")]
+    check(nodes, "torch lists autograd nodes")
+    main = tp.processes_with_events(r.summary)[0]["pid"]
+    for n in nodes:
+        check_eq(ours["tids"].get(n), {main}, f"threads of {n}")
+    events = tp.all_trace_events(r, ph="X", cat="cpu_op")
+    with_seq = [e for e in events if "Sequence number" in e["args"]]
+    check(with_seq, "ops with sequence numbers")
+    check(all(e["args"]["Record function id"] > 0 for e in events), "every op has its Record function id")
+    check_eq(len({e["args"]["Record function id"] for e in events}), len(events), "Record function ids are unique")
+    fwd = {e["args"]["Sequence number"] for e in with_seq if not e["name"].endswith("Backward0")}
+    bwd = {e["args"]["Sequence number"] for e in with_seq if e["name"].endswith("Backward0")}
+    check(bwd and bwd <= fwd, "every autograd node's sequence number is a forward op's")
+    verdicts = os.listdir(os.path.join(cache, "torchprof"))
+    check_eq(len(verdicts), 1, "one cached verdict")
+    path = os.path.join(cache, "torchprof", verdicts[0])
+    with open(path) as f:
+        check_eq(f.read().strip(), "ok", "the trial's verdict")
+    check_eq(stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode), 0o700, "the cache directory is private")
+    return r
+
+
+def resnet18():
+    compare("resnet18")
+
+
+def transformer():
+    compare("transformer")
+
+
+def second_thread():
+    cache, env = cache_env()
+    r = run_py([PROGRAM, "transformer", "3", "--thread"], options=["--pytorch-ops"], env=env, timeout=600)
+    main = tp.processes_with_events(r.summary)[0]["pid"]
+    events = tp.all_trace_events(r, ph="X", cat="cpu_op")
+    tanh = [e for e in events if e["name"] == "aten::tanh"]
+    # One per step, run after its optimizer step: the last one may lie after the last step.
+    check(len(tanh) >= 2, f"aten::tanh calls on the second thread: {len(tanh)}")
+    check(all(e["tid"] != main for e in tanh), "the second thread's ops are on its own thread")
+    check(any(e["name"] == "aten::linear" and e["tid"] == tanh[0]["tid"] for e in events),
+          "aten::linear on the second thread")
+    check_eq(len({e["tid"] for e in tanh}), len(tanh), "each step's second thread is a thread of its own")
+
+
+def fallback(layout, expect):
+    args = [PROGRAM, "transformer", "2"]
+    plain = run_plain(args, timeout=600)
+    cache, env = cache_env(TORCHPROF_TORCH_LAYOUT=layout)
+    r = run_py(args, options=["--pytorch-ops"], env=env, timeout=600)
+    check_eq(r.stdout, plain.stdout, "stdout with and without torchprof")
+    lines = [l for l in r.stderr_text.splitlines() if "RecordFunction callbacks are off" in l]
+    check_eq(len(lines), 1, f"one line says why: {r.stderr_text[-1500:]}")
+    check(expect in lines[0], f"{expect!r} in {lines[0]!r}")
+    check("dispatch-mode capture" in lines[0], f"the fallback is named: {lines[0]!r}")
+    # The dispatch mode's ops (flat, below autograd) are there instead.
+    rows = {o["name"]: o["calls"] for o in r.summary["ops"] if o.get("kind") == "cpu_op"}
+    check(rows.get("aten::addmm", 0) > 0, f"the fallback recorded ops: {sorted(rows)[:20]}")
+    check("aten::linear" not in rows, "no composite ops: the fallback path ran")
+    return r, cache
+
+
+def unknown_version():
+    fallback("9.99", "torch 9.99 is not in the op observer's table")
+
+
+def wrong_layout():
+    _, cache = fallback("test-wrong-layout", "scope")
+    verdicts = os.listdir(os.path.join(cache, "torchprof"))
+    with open(os.path.join(cache, "torchprof", verdicts[0])) as f:
+        check(f.read().startswith("fail "), "the failed verdict is cached")
+
+
+SCENARIOS = [resnet18, transformer, second_thread, unknown_version, wrong_layout]
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))

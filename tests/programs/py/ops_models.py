@@ -1,0 +1,170 @@
+"""Training steps of a ResNet-18 (torchvision's, or the same architecture written out
+here when torchvision is not installed) or a small transformer encoder, for comparing
+torchprof's op table with torch.profiler's.
+
+    ops_models.py MODEL STEPS [--torch-profiler OUT.json] [--thread] [--check-profiler]
+
+--torch-profiler runs torch.profiler around the same steps (one ProfilerStep#k per
+step) and writes, per step, the op names and calls, the (op, parent) pairs and the
+threads of autograd nodes to OUT.json. --thread runs one more forward pass of a small
+model on a second Python thread in every step. --check-profiler prints whether torch's
+profiler reads as enabled inside a step.
+"""
+
+import json
+import sys
+import threading
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        layers = []
+        cin = 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers.append(nn.Sequential(Block(cin, cout, stride), Block(cout, cout, 1)))
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layers(x)
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def resnet18():
+    try:
+        import torchvision
+
+        return torchvision.models.resnet18(num_classes=10)
+    except ImportError:
+        return ResNet18()
+
+
+def make(model_name):
+    if model_name == "resnet18":
+        model = resnet18()
+        data = torch.randn(2, 3, 64, 64)
+        target = torch.randint(0, 10, (2,))
+        loss_fn = nn.CrossEntropyLoss()
+    else:
+        layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
+        model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=2), nn.Flatten(), nn.Linear(8 * 32, 4))
+        data = torch.randn(4, 8, 32)
+        target = torch.randint(0, 4, (4,))
+        loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    return model, data, target, loss_fn, opt
+
+
+def side_work(done):
+    lin = nn.Linear(16, 16)
+    with torch.no_grad():
+        lin(torch.randn(4, 16)).tanh()
+    done.append(True)
+
+
+def step(model, data, target, loss_fn, opt, with_thread, check):
+    if check:
+        print("profiler enabled inside a step:", torch.autograd._profiler_enabled())
+    opt.zero_grad()
+    loss = loss_fn(model(data), target)
+    loss.backward()
+    opt.step()
+    if with_thread:
+        done = []
+        t = threading.Thread(target=side_work, args=(done,), name="side-thread")
+        t.start()
+        t.join()
+    return float(loss)
+
+
+def summarize(prof):
+    """Per ProfilerStep#k: {name: calls}, {"name\tparent": calls}, autograd node threads.
+
+    Parents come from torch's own event tree (experimental_event_tree(), built from the
+    order of each op's begin and end in nanoseconds); the FunctionEvents' cpu_parent is
+    rebuilt from microsecond times, which cannot nest ops shorter than a microsecond."""
+    nodes = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        n = stack.pop()
+        nodes.append(n)
+        stack.extend(n.children)
+    steps = sorted((n for n in nodes if n.name.startswith("ProfilerStep#")), key=lambda n: n.start_time_ns)
+    out = []
+    for s in steps:
+        lo, hi = s.start_time_ns, s.end_time_ns
+        names, pairs, threads = {}, {}, {}
+        for n in nodes:
+            if n.name.startswith("ProfilerStep#") or not (lo <= n.start_time_ns and n.end_time_ns <= hi):
+                continue
+            names[n.name] = names.get(n.name, 0) + 1
+            parent = n.parent.name if n.parent is not None else ""
+            if parent.startswith("ProfilerStep#"):
+                parent = ""
+            key = n.name + "\t" + parent
+            pairs[key] = pairs.get(key, 0) + 1
+            if "Backward" in n.name or n.name.startswith("autograd::engine::evaluate_function"):
+                threads[n.name] = n.start_tid
+        out.append({"names": names, "pairs": pairs, "threads": threads})
+    return {"steps": out, "main_thread": threading.get_native_id()}
+
+
+def main():
+    model_name = sys.argv[1]
+    steps = int(sys.argv[2])
+    args = sys.argv[3:]
+    with_thread = "--thread" in args
+    check = "--check-profiler" in args
+    model, data, target, loss_fn, opt = make(model_name)
+    if "--torch-profiler" in args:
+        out = args[args.index("--torch-profiler") + 1]
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        # A schedule, so that torch marks each step with a ProfilerStep#k range.
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=steps, repeat=1)) as prof:
+            for _ in range(steps):
+                step(model, data, target, loss_fn, opt, with_thread, check)
+                prof.step()
+        with open(out, "w") as f:
+            json.dump(summarize(prof), f)
+    else:
+        for _ in range(steps):
+            step(model, data, target, loss_fn, opt, with_thread, check)
+    print("done", model_name, steps)
+
+
+if __name__ == "__main__":
+    main()
