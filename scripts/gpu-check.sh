@@ -166,19 +166,40 @@ check_deps() {
   if [[ -z $bad_all ]]; then log "PASS deps: glibc and libstdc++ only"; else log "FAIL deps: $bad_all"; fi
 }
 
+# The four nvcc programs, compiled side by side (each bounded like a step).
+build_programs() {
+  section "nvcc builds"
+  [[ -n $NVCC ]] || { log "FAIL nvcc: not found (PATH, /usr/local/cuda/bin)"; return; }
+  local src="$REPO/tests/nvcc/cuda13_sample.cu" name
+  local -A cmd=(
+    [nvcc13_shared_build]="-cudart shared -o $WORK/cuda13_shared $src"
+    [nvcc13_static_build]="-o $WORK/cuda13_static $src"
+    [events_build]="-cudart shared -O2 -std=c++17 -lineinfo -o $WORK/cuda_sample $GPU_DIR/cuda_sample.cu"
+    [cases_build]="-O2 -std=c++17 -o $WORK/cupti_cases $GPU_DIR/cupti_cases.cu")
+  for name in "${!cmd[@]}"; do
+    # shellcheck disable=SC2086 # the paths have no spaces: $WORK is mktemp's, the repository's is checked
+    run_step "$name" 120 "$NVCC" "${ARCH[@]}" ${cmd[$name]} &
+  done
+  wait
+  for name in "${!cmd[@]}"; do
+    RC[$name]=1
+    if grep -q "^STEP $name: rc=0 " "$REPORT"; then RC[$name]=0; else FAILED_STEPS+=("$name"); fi
+  done
+}
+built() {  # built STEP: whether build_programs' step succeeded
+  [[ ${RC[$1]:-x} == 0 ]] && return 0
+  log "FAIL ${1%_build}: the nvcc build failed (logs/$1.log)"
+  return 1
+}
+
 # CUDA 13 launch attribution (finding 1), query synchronisations (3), trace fields (6), on
 # tests/nvcc/cuda13_sample.cu built with -cudart shared and with nvcc's default static runtime.
 check_nvcc13() {
   section "CUDA 13 launches: tests/nvcc/cuda13_sample.cu"
-  if [[ -z $NVCC ]]; then
-    log "FAIL nvcc13: nvcc not found (PATH, /usr/local/cuda/bin)"
-    return
-  fi
-  local src="$REPO/tests/nvcc/cuda13_sample.cu" kind
+  local kind
   for kind in shared static; do
-    local bin="$WORK/cuda13_$kind" flags=()
-    [[ $kind == shared ]] && flags=(-cudart shared)
-    run_step "nvcc13_${kind}_build" 90 "$NVCC" "${ARCH[@]}" "${flags[@]}" -o "$bin" "$src" || continue
+    local bin="$WORK/cuda13_$kind"
+    built "nvcc13_${kind}_build" || continue
     local run="nvcc13_$kind"
     if ((DRY)) && [[ $kind == static ]]; then
       # The static runtime cannot use the drop-in one: here it finds no driver, as on a machine without one.
@@ -203,11 +224,9 @@ check_nvcc13() {
 # Kernel counts and times against CUDA events: two >= 1 ms kernels back to back per iteration.
 check_events() {
   section "kernels against CUDA events: scripts/gpu/cuda_sample.cu"
-  [[ -n $NVCC ]] || { log "FAIL [events] sample: nvcc not found"; return; }
   local bin="$WORK/cuda_sample" args=()
   ((DRY)) && args=(--n 65536)  # the drop-in runtime really copies on the host
-  run_step events_build 90 "$NVCC" "${ARCH[@]}" -cudart shared -O2 -std=c++17 -lineinfo -o "$bin" \
-    "$GPU_DIR/cuda_sample.cu" || return
+  built events_build || return
   run_step events_plain 60 "${CUDA_ENV[@]}" "$bin" "${args[@]}" --out "$WORK/events_plain.json"
   tp_step events_run 60 -- "$bin" "${args[@]}" --out "$KEEP/events_ref.json"
   keep_run events_run
@@ -324,8 +343,7 @@ run_killed() {
 # cudaProfilerStop with kernels queued, an exit without a synchronize, a SIGKILL mid-run.
 check_cupti_cases() {
   section "CUPTI cases: scripts/gpu/cupti_cases.cu"
-  [[ -n $NVCC ]] || { log "FAIL cupti cases: nvcc not found"; return; }
-  run_step cases_build 90 "$NVCC" "${ARCH[@]}" -O2 -std=c++17 -o "$WORK/cupti_cases" "$GPU_DIR/cupti_cases.cu" || return
+  built cases_build || return
   local mode
   for mode in profiler-stop no-sync-exit; do
     tp_step "cupti_$mode" 60 -q -- "$WORK/cupti_cases" "$mode" --out "$KEEP/case_$mode.json"
@@ -404,6 +422,8 @@ main() {
     for f in "$WORKLOAD" "$FAKE_CUPTI" "$FAKE_CUDA/libcudart.so.13"; do [[ -e $f ]] || missing+="$f "; done
     [[ -z $missing ]] || log "FAIL dry run: not built: $missing(a build with TORCHPROF_BUILD_TESTS=ON)"
   fi
+  [[ $REPO$GPU_DIR == *" "* ]] && log "FAIL paths: the repository's path has a space: $REPO"
+  build_programs
   check_nvcc13
   check_events
   if ((DRY)); then check_torch_dry; else check_torch; fi
