@@ -245,6 +245,7 @@ check_torch() {
   tp_step torch_run 120 --pytorch-ops -- "$PY" "$script"
   keep_run torch_run
   pyrun "$GPU_DIR/compare.py" --title torch --summary "$RUNS/torch_run/summary.json" --reference "$KEEP/torch_ref.json"
+  pyrun "$GPU_DIR/cupti_verdicts.py" trace --label torch --trace-dir "$RUNS/torch_run/traces"
   walls torch_plain torch_run torch_profiler ""
   # torch.profiler inside a torchprof run (finding 2): both get every kernel.
   tp_step torch_inside 120 --pytorch-ops -- "$PY" "$script" --torch-profiler "$KEEP/torch_ref_inside.json"
@@ -288,6 +289,7 @@ EOF
   keep_run torch_run
   pyrun "$GPU_DIR/compare.py" --title "torch/stand-in" --summary "$RUNS/torch_run/summary.json" \
     --reference "$KEEP/torch_ref.json"
+  pyrun "$GPU_DIR/cupti_verdicts.py" trace --label "torch$STANDIN" --trace-dir "$RUNS/torch_run/traces"
   walls torch_plain torch_run torch_profiler "$STANDIN"
   # torch.profiler inside: a second CUPTI client used as Kineto uses it (gpu_workload checks what it got).
   local k="kernel:_Z11spin_kernelx"
@@ -327,7 +329,7 @@ run_killed() {
     sleep "$delay"
     kill -KILL "$pid" 2>/dev/null
   else
-    log "STEP $name: the program never printed 'ready' within ${limit}s"
+    log "STEP $name: the program never printed 'ready'"
   fi
   while (($(date +%s) - t0 < limit)) && kill -0 "$runner" 2>/dev/null; do sleep 0.1; done
   if kill -0 "$runner" 2>/dev/null; then

@@ -248,7 +248,8 @@ GPU_CHECK_VERDICTS = (
     "trace.shared.device_properties", "nvcc13.static[stand-in].notice", "nvcc13.static[stand-in].nvtx",
     "[events/stand-in] gpu-op counts equal", "[events/stand-in] gpu-op summed time within 2%",
     "[torch/stand-in] gpu-op counts equal", "[torch/stand-in] gpu-op summed time within 2%",
-    "[torch/stand-in] top-10 ops", "perf.slowdown[stand-in]", "cupti.second_client.notice[stand-in]",
+    "[torch/stand-in] top-10 ops", "trace.torch[stand-in].external_id", "trace.torch[stand-in].device_properties",
+    "perf.slowdown[stand-in]", "cupti.second_client.notice[stand-in]",
     "cupti.second_client.torchprof[spin_kernel(long long)][stand-in]", "cupti.profiler_stop.kernels[stand-in]",
     "cupti.no_sync_exit.accounted[stand-in]", "cupti.sigkill.exit_code[stand-in]",
     "cupti.sigkill.delivered[stand-in]")
