@@ -244,7 +244,9 @@ check_torch() {
   run_step torch_profiler 120 "$PY" "$script" --torch-profiler "$KEEP/torch_ref.json"
   tp_step torch_run 120 --pytorch-ops -- "$PY" "$script"
   keep_run torch_run
-  pyrun "$GPU_DIR/compare.py" --title torch --summary "$RUNS/torch_run/summary.json" --reference "$KEEP/torch_ref.json"
+  # Two runs of the script: their short kernels differ a little each, their sum must not.
+  pyrun "$GPU_DIR/compare.py" --title torch --summary "$RUNS/torch_run/summary.json" --reference "$KEEP/torch_ref.json" \
+    --total-only
   pyrun "$GPU_DIR/cupti_verdicts.py" trace --label torch --trace-dir "$RUNS/torch_run/traces"
   walls torch_plain torch_run torch_profiler ""
   # torch.profiler inside a torchprof run (finding 2): both get every kernel.
@@ -288,7 +290,7 @@ EOF
   tp_step torch_run 60 -- "$WORKLOAD" "$script"
   keep_run torch_run
   pyrun "$GPU_DIR/compare.py" --title "torch/stand-in" --summary "$RUNS/torch_run/summary.json" \
-    --reference "$KEEP/torch_ref.json"
+    --reference "$KEEP/torch_ref.json" --total-only
   pyrun "$GPU_DIR/cupti_verdicts.py" trace --label "torch$STANDIN" --trace-dir "$RUNS/torch_run/traces"
   walls torch_plain torch_run torch_profiler "$STANDIN"
   # torch.profiler inside: a second CUPTI client used as Kineto uses it (gpu_workload checks what it got).
