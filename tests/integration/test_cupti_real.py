@@ -285,7 +285,6 @@ def gpu_check_dry():
         verdicts = tar.extractfile("keep/verdicts.txt").read().decode().splitlines()
         members = tar.getnames()
     check("keep/nvcc13_shared.summary.json" in members and "keep/torch_ref.json" in members, f"tarball: {members}")
-
     names = {line.split(" ", 1)[1].split(": ")[0] for line in verdicts}
     for name in GPU_CHECK_VERDICTS:
         check(any(n.startswith(name) for n in names), f"verdict {name} missing: {sorted(names)}")
