@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Checks torchprof on a real GPU against references: a CUDA sample timed with CUDA
-# events, a PyTorch loop under torch.profiler, and the CUPTI cases (docs/gpu.md, "What real
-# CUPTI does"): torch.profiler inside the profiled process, cudaProfilerStop with kernels
-# queued, an exit without synchronizing, a SIGKILL mid-run. Run from the repository root:
-#   scripts/gpu-check.sh [--dry] [BUILD_DIR]   (default: build; report under $OUT, default ./gpu-check-out)
-# Every step's failure is recorded in $OUT/report.txt and the next step runs;
-# each step has a time limit and the whole check stops starting steps after ~5 minutes.
-# The last thing printed is one table of every verdict.
-# --dry (or GPU_CHECK_DRY=1): no GPU needed; only the CUPTI cases run, against the fake
-# libcupti and gpu_workload of a build with tests, to check the script and its verdicts.
+# Checks torchprof on a real GPU (docs/gpu.md, "Checking on a GPU"). Run from the repository root:
+#   scripts/gpu-check.sh [--dry] [BUILD_DIR]     (default build; results in $OUT, default ./gpu-check-out)
+# The cases: CUDA 13 launch attribution on tests/nvcc/cuda13_sample.cu built with -cudart shared
+# and statically (nvcc's default), with its synchronisations and trace fields; kernel counts and
+# times against CUDA events on long kernels (scripts/gpu/cuda_sample.cu); a PyTorch loop under
+# torchprof (op table, kernels) against torch.profiler, and the slowdown of each; torch.profiler
+# inside a torchprof run; cudaProfilerStop with kernels queued, an exit without a synchronize,
+# a SIGKILL mid-run (scripts/gpu/cupti_cases.cu).
+# Every step has a time limit, cut to what is left of the whole check's budget
+# (GPU_CHECK_BUDGET_S, default 330 s, at most 360); a failed step is a FAIL and the next runs.
+# $OUT gets two files: report.txt and gpu-check.tar.gz (summaries, tables, references, step
+# logs; under 16 MiB). The last thing printed is the table of every verdict.
+# --dry (or GPU_CHECK_DRY=1): no GPU. The nvcc samples run on the build's drop-in
+# libcudart.so.13 over the fake libcupti; where torch on CUDA or cupti_cases.cu's calls are
+# needed, a gpu_workload script stands in, and its verdicts say "[stand-in]".
 set -u
 
 DRY=${GPU_CHECK_DRY:-0}
@@ -17,53 +22,76 @@ if [[ ${1:-} == --dry ]]; then
   shift
 fi
 BUILD=${1:-build}
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || { echo "gpu-check: no build directory ${1:-build}" >&2; exit 1; }
 OUT=${OUT:-./gpu-check-out}
 PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(dirname "$HERE")
 GPU_DIR="$HERE/gpu"
-DEADLINE=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-290}))
-MAX_KEEP_BYTES=$((20 * 1024 * 1024))
+BUDGET=${GPU_CHECK_BUDGET_S:-330}
+((BUDGET > 360)) && BUDGET=360
+START=$(date +%s)
+DEADLINE=$((START + BUDGET))
+RESERVE=15  # seconds kept for the verdict table and the tarball
+MAX_TAR_BYTES=$((15 * 1024 * 1024))
+MAX_LOG_BYTES=$((256 * 1024))
 
-mkdir -p "$OUT/work" || { echo "gpu-check: cannot create $OUT" >&2; exit 1; }
+mkdir -p "$OUT" || { echo "gpu-check: cannot create $OUT" >&2; exit 1; }
 OUT=$(cd "$OUT" && pwd)
-WORK="$OUT/work"
-REPORT="$OUT/report.txt"
+rm -rf "$OUT/report.txt" "$OUT/gpu-check.tar.gz"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+KEEP="$WORK/keep"  # what goes into the tarball
+RUNS="$WORK/runs"  # torchprof's output directories
+mkdir -p "$KEEP/logs" "$RUNS"
+trap 'rm -rf "$WORK"' EXIT
+REPORT="$KEEP/report.txt"
 : >"$REPORT"
 declare -A WALL_NS=() RC=()
 FAILED_STEPS=()
 
 log() { printf '%s\n' "$*" | tee -a "$REPORT"; }
-section() { log ""; log "===== $* ====="; }
+section() { log ""; log "===== $* ($(($(date +%s) - START)) s) ====="; }
+left() { echo $((DEADLINE - RESERVE - $(date +%s))); }
 
-# run_step NAME LIMIT_S CMD...: output to $WORK/NAME.log, rc and wall time recorded, tail in the report.
+# run_step NAME LIMIT_S CMD...: output to logs/NAME.log, rc and wall time recorded, tail in the report.
+# EXPECT_FAIL=1 run_step ...: a program expected to fail (its verdict checks the exit code).
 run_step() {
   local name=$1 limit=$2
   shift 2
-  local left=$((DEADLINE - $(date +%s)))
-  if ((left < 10)); then
-    log "STEP $name: SKIPPED (time budget spent)"
+  local l
+  l=$(left)
+  if ((l < 5)); then
+    log "FAIL step.$name: not run, the check's ${BUDGET}s budget is spent"
     RC[$name]=skipped
     FAILED_STEPS+=("$name(skipped)")
     return 1
   fi
-  ((limit > left)) && limit=$left
+  ((limit > l)) && limit=$l
   local t0 t1 rc
   t0=$(date +%s%N)
-  timeout --kill-after=5 "$limit" "$@" >"$WORK/$name.log" 2>&1
+  timeout --kill-after=3 "$limit" "$@" >"$KEEP/logs/$name.log" 2>&1
   rc=$?
   t1=$(date +%s%N)
   WALL_NS[$name]=$((t1 - t0))
   RC[$name]=$rc
-  local verdict=ok
-  ((rc == 124 || rc == 137)) && verdict="TIMEOUT after ${limit}s"
-  ((rc != 0)) && [[ $verdict == ok ]] && verdict="FAILED"
-  log "STEP $name: rc=$rc $verdict wall=$(((t1 - t0) / 1000000)) ms   ($*)"
-  tail -n 25 "$WORK/$name.log" | sed 's/^/    | /' | tee -a "$REPORT"
+  local what=ok
+  ((rc == 124 || rc == 137)) && what="TIMEOUT after ${limit}s"
+  ((rc != 0)) && [[ $what == ok ]] && what="FAILED"
+  log "STEP $name: rc=$rc $what wall=$(((t1 - t0) / 1000000)) ms   (${*: -3})"
+  tail -n 12 "$KEEP/logs/$name.log" | cut -c1-300 | sed 's/^/    | /' >>"$REPORT"
   if ((rc != 0)); then
-    FAILED_STEPS+=("$name")
+    ((${EXPECT_FAIL:-0})) || FAILED_STEPS+=("$name")
     return 1
   fi
   return 0
+}
+
+pyrun() {  # a verdict or comparison script, bounded, into the report
+  local l
+  l=$(left)
+  ((l < 3)) && { log "FAIL $1: not run, the budget is spent"; return; }
+  ((l > 60)) && l=60
+  timeout "$l" "$PY" "$@" 2>&1 | tee -a "$REPORT"
 }
 
 find_nvcc() {
@@ -73,269 +101,342 @@ find_nvcc() {
     echo /usr/local/cuda/bin/nvcc
   fi
 }
+NVCC=$(find_nvcc)
+ARCH=()
+if ((!DRY)); then
+  CAP=$(timeout 20 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+  if [[ $CAP =~ ^[0-9]+$ ]]; then ARCH=("-arch=sm_$CAP"); else ARCH=("-arch=native"); fi
+fi
+FAKE_CUPTI="$BUILD/lib/fake_cupti/libfake_cupti.so"
+FAKE_CUDA="$BUILD/lib/fake_cuda"
+WORKLOAD="$BUILD/bin/gpu_workload"
+STANDIN="[stand-in]"
+
+# CUDA programs of the dry run run on the drop-in libcudart.so.13 over the fake libcupti.
+CUDA_ENV=(env)
+((DRY)) && CUDA_ENV=(env "TORCHPROF_CUPTI_LIB=$FAKE_CUPTI" "LD_LIBRARY_PATH=$FAKE_CUDA${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+tp_step() {  # tp_step NAME LIMIT_S ARGS... -- CMD: run_step of torchprof-run -o $RUNS/NAME
+  local name=$1 limit=$2
+  shift 2
+  rm -rf "${RUNS:?}/$name"
+  run_step "$name" "$limit" "${CUDA_ENV[@]}" "$BUILD/bin/torchprof-run" -o "$RUNS/$name" "$@"
+}
+
+# Summary, table and stats of a run kept for the tarball; the report gets the table's head.
+keep_run() {
+  local run=$1 dir="$RUNS/$1" f
+  [[ -d $dir ]] || { log "INFO $run: no output directory"; return; }
+  for f in summary.json table.txt stats.txt; do
+    [[ -f $dir/$f ]] && cp "$dir/$f" "$KEEP/$run.$f"
+  done
+  log "--- $run: output $(du -sh "$dir" | cut -f1); table.txt (first 25 lines)"
+  [[ -f $dir/table.txt ]] && head -n 25 "$dir/table.txt" | cut -c1-200 >>"$REPORT"
+}
 
 record_environment() {
   section "environment"
-  log "date: $(date -u +%FT%TZ)   host: $(hostname)   repo: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  log "build dir: $BUILD   out: $OUT"
+  log "date: $(date -u +%FT%TZ)   host: $(hostname)   repo: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  log "build dir: $BUILD   out: $OUT   budget: ${BUDGET}s   dry: $DRY"
   log "kernel: $(uname -srm)   glibc: $(ldd --version 2>&1 | head -n1)"
-  log "--- nvidia-smi -L"
-  { nvidia-smi -L; } 2>&1 | tee -a "$REPORT"
-  { nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv; } 2>&1 | tee -a "$REPORT"
-  { nvidia-smi; } 2>&1 | grep -m1 "CUDA Version" | tee -a "$REPORT"
-  local nvcc
-  nvcc=$(find_nvcc)
-  log "nvcc: ${nvcc:-not found} $([[ -n $nvcc ]] && "$nvcc" --version 2>&1 | tail -n2 | tr '\n' ' ')"
+  if ((!DRY)); then
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1 | tee -a "$REPORT"
+    timeout 20 nvidia-smi 2>&1 | grep -m1 "CUDA Version" | tee -a "$REPORT"
+    timeout 60 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -n3 | tee -a "$REPORT"
+  fi
+  log "nvcc: ${NVCC:-not found} $([[ -n $NVCC ]] && timeout 20 "$NVCC" --version 2>&1 | tail -n2 | tr '\n' ' ')"
   log "python: $($PY --version 2>&1)"
-  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -n3 | tee -a "$REPORT"
-  log "cmake: $(cmake --version 2>&1 | head -n1)"
 }
 
 # The launcher and the injected library were built elsewhere: they may need only glibc and libstdc++.
 check_deps() {
   section "runtime dependencies (readelf -d)"
   local allowed=' libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1 libdl.so.2 libpthread.so.0 librt.so.1 ld-linux-x86-64.so.2 '
-  local lib inject
+  local lib inject bad_all=""
   inject=$(find "$BUILD" -name libtorchprof_inject.so -type f 2>/dev/null | head -n1)
   for lib in "$BUILD/bin/torchprof" "$BUILD/bin/torchprof-run" "${inject:-$BUILD/lib/libtorchprof_inject.so}"; do
     if [[ ! -e $lib ]]; then
-      log "FAIL deps: $lib missing"
+      bad_all+="$(basename "$lib") missing; "
       continue
     fi
-    local real needed bad=""
-    real=$(readlink -f "$lib")
-    needed=$(readelf -d "$real" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
-    for n in $needed; do
-      [[ $allowed == *" $n "* ]] || bad+="$n "
-    done
-    if [[ -z $bad ]]; then log "PASS deps $lib: $needed"; else log "FAIL deps $lib: unexpected $bad(all: $needed)"; fi
-    if ldd "$real" 2>&1 | grep -q "not found"; then
-      log "FAIL ldd $lib:"
-      ldd "$real" 2>&1 | grep "not found" | sed 's/^/    /' | tee -a "$REPORT"
+    local needed n bad=""
+    needed=$(readelf -d "$(readlink -f "$lib")" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+    for n in $needed; do [[ $allowed == *" $n "* ]] || bad+="$n "; done
+    [[ -n $bad ]] && bad_all+="$(basename "$lib") needs $bad; "
+  done
+  if [[ -z $bad_all ]]; then log "PASS deps: glibc and libstdc++ only"; else log "FAIL deps: $bad_all"; fi
+}
+
+# The four nvcc programs, compiled side by side (each bounded like a step).
+build_programs() {
+  section "nvcc builds"
+  [[ -n $NVCC ]] || { log "FAIL nvcc: not found (PATH, /usr/local/cuda/bin)"; return; }
+  local src="$REPO/tests/nvcc/cuda13_sample.cu" name
+  local -A cmd=(
+    [nvcc13_shared_build]="-cudart shared -o $WORK/cuda13_shared $src"
+    [nvcc13_static_build]="-o $WORK/cuda13_static $src"
+    [events_build]="-cudart shared -O2 -std=c++17 -lineinfo -o $WORK/cuda_sample $GPU_DIR/cuda_sample.cu"
+    [cases_build]="-O2 -std=c++17 -o $WORK/cupti_cases $GPU_DIR/cupti_cases.cu")
+  for name in "${!cmd[@]}"; do
+    # shellcheck disable=SC2086 # the paths have no spaces: $WORK is mktemp's, the repository's is checked
+    run_step "$name" 120 "$NVCC" "${ARCH[@]}" ${cmd[$name]} &
+  done
+  wait
+  for name in "${!cmd[@]}"; do
+    RC[$name]=1
+    if grep -q "^STEP $name: rc=0 " "$REPORT"; then RC[$name]=0; else FAILED_STEPS+=("$name"); fi
+  done
+}
+built() {  # built STEP: whether build_programs' step succeeded
+  [[ ${RC[$1]:-x} == 0 ]] && return 0
+  log "FAIL ${1%_build}: the nvcc build failed (logs/$1.log)"
+  return 1
+}
+
+# CUDA 13 launch attribution (finding 1), query synchronisations (3), trace fields (6), on
+# tests/nvcc/cuda13_sample.cu built with -cudart shared and with nvcc's default static runtime.
+check_nvcc13() {
+  section "CUDA 13 launches: tests/nvcc/cuda13_sample.cu"
+  local kind
+  for kind in shared static; do
+    local bin="$WORK/cuda13_$kind"
+    built "nvcc13_${kind}_build" || continue
+    local run="nvcc13_$kind"
+    if ((DRY)) && [[ $kind == static ]]; then
+      # The static runtime cannot use the drop-in one: here it finds no driver, as on a machine without one.
+      EXPECT_FAIL=1 run_step "${run}_plain" 60 "$bin"
+      EXPECT_FAIL=1 run_step "$run" 60 "$BUILD/bin/torchprof-run" -o "$RUNS/$run" -- "$bin"
+      keep_run "$run"
+      pyrun "$GPU_DIR/cupti_verdicts.py" nvcc13 --label "$kind$STANDIN" --summary "$RUNS/$run/summary.json" \
+        --rc "${RC[$run]}" --expect-rc "${RC[${run}_plain]}" --no-driver --stderr "$KEEP/logs/$run.log"
+      continue
     fi
+    tp_step "$run" 60 -- "$bin"
+    keep_run "$run"
+    pyrun "$GPU_DIR/cupti_verdicts.py" nvcc13 --label "$kind" --summary "$RUNS/$run/summary.json" \
+      --rc "${RC[$run]}" --trace-dir "$RUNS/$run/traces"
+    # One trace of a known program for TensorBoard/HTA by hand, if it is small.
+    local t
+    t=$(find "$RUNS/$run/traces" -name '*.pt.trace.json*' -size -4M 2>/dev/null | head -n1)
+    [[ $kind == shared && -n $t ]] && cp "$t" "$KEEP/"
   done
-  run_step torchprof_version 20 "$BUILD/bin/torchprof" --version
 }
 
-# Summary, table and stats of a run side by side in $OUT; big traces and captures go, their sizes stay.
-collect_run() {
-  local run=$1 dir="$OUT/$1"
-  [[ -d $dir ]] || { log "FAIL $run: no output directory $dir"; return 1; }
-  local f
-  for f in summary.json table.txt stats.txt; do
-    if [[ -f $dir/$f ]]; then cp "$dir/$f" "$OUT/$run.$f"; else log "INFO $run: no $f"; fi
-  done
-  log "--- $run: output sizes"
-  du -sb "$dir"/* 2>/dev/null | sed 's/^/    /' | tee -a "$REPORT"
-  local big
-  for big in "$dir/traces" "$dir/capture.tprof" "$dir/report.html"; do
-    [[ -e $big ]] || continue
-    local size
-    size=$(du -sb "$big" | cut -f1)
-    if ((size > MAX_KEEP_BYTES)); then
-      rm -rf "$big"
-      log "    removed $big ($size bytes, over $MAX_KEEP_BYTES)"
-    fi
-  done
-  if [[ -f $dir/table.txt ]]; then
-    log "--- $run: table.txt (first 45 lines)"
-    head -n 45 "$dir/table.txt" | tee -a "$REPORT"
-  fi
-  if [[ -f $dir/stats.txt ]]; then
-    log "--- $run: stats.txt (first 60 lines)"
-    head -n 60 "$dir/stats.txt" | tee -a "$REPORT"
-  fi
+# Kernel counts and times against CUDA events: two >= 1 ms kernels back to back per iteration.
+check_events() {
+  section "kernels against CUDA events: scripts/gpu/cuda_sample.cu"
+  local bin="$WORK/cuda_sample" args=()
+  ((DRY)) && args=(--n 65536)  # the drop-in runtime really copies on the host
+  built events_build || return
+  run_step events_plain 60 "${CUDA_ENV[@]}" "$bin" "${args[@]}" --out "$WORK/events_plain.json"
+  tp_step events_run 60 -- "$bin" "${args[@]}" --out "$KEEP/events_ref.json"
+  keep_run events_run
+  local label=events
+  ((DRY)) && label="events/stand-in"  # the fake's events time its own kernels: checks the script
+  pyrun "$GPU_DIR/compare.py" --title "$label" --summary "$RUNS/events_run/summary.json" \
+    --reference "$KEEP/events_ref.json" --long-ns 1000000
 }
 
-wall_arg() {  # --wall LABEL=NS for steps that succeeded
-  local label=$1 step=$2
-  [[ ${RC[$step]:-x} == 0 ]] && printf -- '--wall\n%s=%s\n' "$label" "${WALL_NS[$step]}"
-}
-
-compare() {
-  local title=$1 summary=$2 ref=$3
-  shift 3
-  if [[ ! -f $summary || ! -f $ref ]]; then
-    log "FAIL compare $title: missing $([[ -f $summary ]] || echo "$summary ")$([[ -f $ref ]] || echo "$ref")"
-    return
-  fi
-  timeout 60 "$PY" "$GPU_DIR/compare.py" --title "$title" --summary "$summary" --reference "$ref" "$@" 2>&1 |
-    tee -a "$REPORT" "$OUT/compare_$title.txt"
-}
-
-check_sample() {
-  section "CUDA sample"
-  local nvcc arch cap
-  nvcc=$(find_nvcc)
-  if [[ -z $nvcc ]]; then
-    log "FAIL sample: nvcc not found (PATH, /usr/local/cuda/bin)"
-    return
-  fi
-  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
-  if [[ $cap =~ ^[0-9]+$ ]]; then arch="-arch=sm_$cap"; else arch="-arch=native"; fi
-  run_step sample_build 120 "$nvcc" -O2 -std=c++17 "$arch" -lineinfo -o "$WORK/cuda_sample" \
-    "$GPU_DIR/cuda_sample.cu" -ldl || return
-  run_step sample_plain 60 "$WORK/cuda_sample" --out "$WORK/sample_ref_plain.json"
-  rm -rf "$OUT/sample_run"
-  run_step sample_torchprof 90 "$BUILD/bin/torchprof-run" -o "$OUT/sample_run" --stats -- \
-    "$WORK/cuda_sample" --out "$OUT/sample_ref.json"
-  collect_run sample_run
-  # The reference is the same execution's CUDA-event timings, so both see the same kernels.
-  local walls=()
-  mapfile -t walls < <(wall_arg plain sample_plain; wall_arg torchprof sample_torchprof)
-  compare sample "$OUT/sample_run/summary.json" "$OUT/sample_ref.json" "${walls[@]}"
-  [[ -f $WORK/sample_ref_plain.json ]] && cp "$WORK/sample_ref_plain.json" "$OUT/"
-}
-
+# The PyTorch loop: torch.profiler alone (the reference), torchprof --pytorch-ops, plain.
 check_torch() {
-  section "PyTorch training loop"
+  section "PyTorch: scripts/gpu/torch_train.py under torchprof and torch.profiler"
   local script="$GPU_DIR/torch_train.py"
-  run_step torch_plain 120 "$PY" "$script"
-  rm -rf "$OUT/torch_run" "$OUT/torch_run_noops"
-  # TORCHPROF_PYTORCH_OPS=nvtx: aten ops as NVTX ranges (emit_nvtx), for the top-ops comparison.
-  run_step torch_torchprof 150 env TORCHPROF_PYTORCH_OPS=nvtx "$BUILD/bin/torchprof-run" -o "$OUT/torch_run" \
-    --stats -- "$PY" "$script"
-  collect_run torch_run
-  run_step torch_torchprof_noops 120 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_run_noops" -- "$PY" "$script"
-  collect_run torch_run_noops
-  run_step torch_profiler 150 "$PY" "$script" --torch-profiler "$OUT/torch_ref.json"
-  local walls=()
-  mapfile -t walls < <(wall_arg plain torch_plain; wall_arg torchprof torch_torchprof
-    wall_arg torchprof-noops torch_torchprof_noops; wall_arg torch.profiler torch_profiler)
-  compare torch "$OUT/torch_run/summary.json" "$OUT/torch_ref.json" "${walls[@]}"
-  compare torch_noops "$OUT/torch_run_noops/summary.json" "$OUT/torch_ref.json"
+  run_step torch_plain 90 "$PY" "$script"
+  run_step torch_profiler 120 "$PY" "$script" --torch-profiler "$KEEP/torch_ref.json"
+  tp_step torch_run 120 --pytorch-ops -- "$PY" "$script"
+  keep_run torch_run
+  # Two runs of the script: their short kernels differ a little each, their sum must not.
+  pyrun "$GPU_DIR/compare.py" --title torch --summary "$RUNS/torch_run/summary.json" --reference "$KEEP/torch_ref.json" \
+    --total-only
+  pyrun "$GPU_DIR/cupti_verdicts.py" trace --label torch --trace-dir "$RUNS/torch_run/traces"
+  walls torch_plain torch_run torch_profiler ""
+  # torch.profiler inside a torchprof run (finding 2): both get every kernel.
+  tp_step torch_inside 120 --pytorch-ops -- "$PY" "$script" --torch-profiler "$KEEP/torch_ref_inside.json"
+  keep_run torch_inside
+  # The op capture steps aside while the program's own profiler runs: kernels only here.
+  pyrun "$GPU_DIR/compare.py" --title torch_inside --summary "$RUNS/torch_inside/summary.json" \
+    --reference "$KEEP/torch_ref_inside.json" --gpu-only
+  pyrun "$GPU_DIR/cupti_verdicts.py" second-client --summary "$RUNS/torch_inside/summary.json" \
+    --inside "$KEEP/torch_ref_inside.json" --alone "$KEEP/torch_ref.json" --rc "${RC[torch_inside]}"
 }
 
-# ---- the CUPTI cases ----
-
-verdicts() {  # CASE ARGS...: scripts/gpu/cupti_verdicts.py into the report
-  timeout 60 "$PY" "$GPU_DIR/cupti_verdicts.py" "$@" 2>&1 | tee -a "$REPORT"
+walls() {  # walls PLAIN TORCHPROF REFERENCE LABEL: the slowdown verdict from three steps' walls
+  local a=()
+  [[ ${RC[$1]:-x} == 0 ]] && a+=(--wall "plain=${WALL_NS[$1]}")
+  [[ ${RC[$2]:-x} == 0 ]] && a+=(--wall "torchprof=${WALL_NS[$2]}")
+  [[ ${RC[$3]:-x} == 0 ]] && a+=(--wall "reference=${WALL_NS[$3]}")
+  pyrun "$GPU_DIR/cupti_verdicts.py" slowdown --label "$4" "${a[@]}"
 }
 
-# run_killed NAME DELAY_S OUTDIR CMD...: torchprof-run -o OUTDIR -- CMD in the background;
-# once the program prints "ready pid=N", waits DELAY_S and SIGKILLs N; RC[NAME] = torchprof-run's status.
+# The dry run's stand-in for torch on CUDA: NVTX ranges named as aten ops around kernels of
+# known lengths (gpu_workload on the fake); the reference is what torch.profiler would report.
+check_torch_dry() {
+  section "PyTorch $STANDIN: gpu_workload ranges named as aten ops, reference from the script"
+  local k1="kernel:_Z4gemmv:2ms" k2="kernel:_Z4relufv:500us" steps=400 body="" i
+  for ((i = 0; i < steps; i++)); do body+="range:aten::mm{ $k1 } ; range:aten::relu{ $k2 } ; "; done
+  local script="${body}sync"
+  "$PY" - "$steps" >"$KEEP/torch_ref.json" <<'EOF'
+import json, sys
+n = int(sys.argv[1])
+ops = {"gemm()": {"count": n, "total_ns": n * 2e6}, "relu(float)": {"count": n, "total_ns": n * 5e5}}
+rows = [{"name": "aten::mm", "count": n, "self_cuda_time_total_us": n * 2000.0},
+        {"name": "aten::relu", "count": n, "self_cuda_time_total_us": n * 500.0},
+        {"name": "gemm()", "count": n, "self_cuda_time_total_us": n * 2000.0},
+        {"name": "relu(float)", "count": n, "self_cuda_time_total_us": n * 500.0}]
+json.dump({"tool": "stand-in reference", "gpu_ops": ops, "busy_ns": n * 2.5e6, "key_averages": rows}, sys.stdout)
+EOF
+  export TORCHPROF_CUPTI_LIB=$FAKE_CUPTI
+  run_step torch_plain 60 "$WORKLOAD" "$script"
+  run_step torch_profiler 60 "$WORKLOAD" "client_start ; $script ; client_stop"
+  tp_step torch_run 60 -- "$WORKLOAD" "$script"
+  keep_run torch_run
+  pyrun "$GPU_DIR/compare.py" --title "torch/stand-in" --summary "$RUNS/torch_run/summary.json" \
+    --reference "$KEEP/torch_ref.json" --total-only
+  pyrun "$GPU_DIR/cupti_verdicts.py" trace --label "torch$STANDIN" --trace-dir "$RUNS/torch_run/traces"
+  walls torch_plain torch_run torch_profiler "$STANDIN"
+  # torch.profiler inside: a second CUPTI client used as Kineto uses it (gpu_workload checks what it got).
+  local k="kernel:_Z11spin_kernelx"
+  tp_step torch_inside 60 -q -- "$WORKLOAD" \
+    "range:before{ $k:1ms } ; sync ; client_start ; range:inside{ $k:2ms ; $k:2ms } ; sync ; client_stop ;
+     range:after{ $k:1ms } ; sync"
+  keep_run torch_inside
+  pyrun "$GPU_DIR/cupti_verdicts.py" second-client --summary "$RUNS/torch_inside/summary.json" \
+    --launched "spin_kernel(long long)=4" --rc "${RC[torch_inside]}" --label "$STANDIN"
+  unset TORCHPROF_CUPTI_LIB
+}
+
+# run_killed NAME DELAY_S LIMIT_S CMD...: torchprof-run -o $RUNS/NAME -- CMD in the background;
+# once the program prints "ready pid=N", waits DELAY_S and SIGKILLs N. RC[NAME] = torchprof-run's
+# status; it is SIGKILLed itself when it outlives LIMIT_S (cut to the budget left).
 run_killed() {
-  local name=$1 delay=$2 dir=$3
+  local name=$1 delay=$2 limit=$3
   shift 3
-  local log="$WORK/$name.log" pid="" waited=0
-  rm -rf "$dir"
-  "$BUILD/bin/torchprof-run" -o "$dir" -- "$@" >"$log" 2>&1 &
+  local l log="$KEEP/logs/$name.log" pid="" t0
+  l=$(left)
+  ((limit > l)) && limit=$l
+  if ((limit < 5)); then
+    log "FAIL step.$name: not run, the budget is spent"
+    RC[$name]=skipped
+    return
+  fi
+  t0=$(date +%s)
+  rm -rf "${RUNS:?}/$name"
+  "${CUDA_ENV[@]}" "$BUILD/bin/torchprof-run" -o "$RUNS/$name" -- "$@" >"$log" 2>&1 &
   local runner=$!
-  while ((waited < 600)) && kill -0 "$runner" 2>/dev/null; do
+  while (($(date +%s) - t0 < limit)) && kill -0 "$runner" 2>/dev/null; do
     pid=$(sed -n 's/^ready pid=\([0-9]*\).*/\1/p' "$log" | head -n1)
     [[ -n $pid ]] && break
     sleep 0.1
-    waited=$((waited + 1))
   done
   if [[ -n $pid ]]; then
     sleep "$delay"
     kill -KILL "$pid" 2>/dev/null
   else
     log "STEP $name: the program never printed 'ready'"
+  fi
+  while (($(date +%s) - t0 < limit)) && kill -0 "$runner" 2>/dev/null; do sleep 0.1; done
+  if kill -0 "$runner" 2>/dev/null; then
+    log "STEP $name: torchprof-run still running after ${limit}s: SIGKILLed"
     kill -KILL "$runner" 2>/dev/null
   fi
   wait "$runner"
   RC[$name]=$?
   log "STEP $name: rc=${RC[$name]} (SIGKILL of pid ${pid:-?} ${delay}s after ready)"
-  tail -n 15 "$log" | sed 's/^/    | /' | tee -a "$REPORT"
+  tail -n 8 "$log" | cut -c1-300 | sed 's/^/    | /' >>"$REPORT"
 }
 
-# The cases on a real GPU: scripts/gpu/cupti_cases.cu, and torch_train.py under both profilers.
+# cudaProfilerStop with kernels queued, an exit without a synchronize, a SIGKILL mid-run.
 check_cupti_cases() {
-  section "CUPTI cases"
-  local nvcc arch cap
-  nvcc=$(find_nvcc)
-  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
-  if [[ $cap =~ ^[0-9]+$ ]]; then arch="-arch=sm_$cap"; else arch="-arch=native"; fi
-  if [[ -n $nvcc ]] && run_step cases_build 120 "$nvcc" -O2 -std=c++17 "$arch" -o "$WORK/cupti_cases" \
-    "$GPU_DIR/cupti_cases.cu"; then
-    local mode
-    for mode in profiler-stop no-sync-exit; do
-      rm -rf "$OUT/cupti_$mode"
-      run_step "cupti_$mode" 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/cupti_$mode" -- \
-        "$WORK/cupti_cases" "$mode" --out "$WORK/case_$mode.json"
-      verdicts "$mode" --summary "$OUT/cupti_$mode/summary.json" --case "$WORK/case_$mode.json" \
-        ${RC["cupti_$mode"]:+--rc "${RC["cupti_$mode"]}"}
-    done
-    run_killed cupti_sigkill 2 "$OUT/cupti_sigkill" "$WORK/cupti_cases" sigkill --out "$WORK/case_sigkill.json"
-    verdicts sigkill --summary "$OUT/cupti_sigkill/summary.json" --case "$WORK/case_sigkill.json" \
-      --rc "${RC[cupti_sigkill]}" --before 25
-  else
-    log "FAIL cupti cases: nvcc not found or the build failed"
-  fi
-  # torch.profiler inside the profiled process: both must see every kernel.
-  rm -rf "$OUT/torch_inside"
-  run_step torch_inside 180 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_inside" -- \
-    "$PY" "$GPU_DIR/torch_train.py" --torch-profiler "$OUT/torch_ref_inside.json"
-  compare torch_inside "$OUT/torch_inside/summary.json" "$OUT/torch_ref_inside.json"
-  verdicts second-client --summary "$OUT/torch_inside/summary.json" --inside "$OUT/torch_ref_inside.json" \
-    --alone "$OUT/torch_ref.json" ${RC[torch_inside]:+--rc "${RC[torch_inside]}"}
+  section "CUPTI cases: scripts/gpu/cupti_cases.cu"
+  built cases_build || return
+  local mode
+  for mode in profiler-stop no-sync-exit; do
+    tp_step "cupti_$mode" 60 -q -- "$WORK/cupti_cases" "$mode" --out "$KEEP/case_$mode.json"
+    pyrun "$GPU_DIR/cupti_verdicts.py" "$mode" --summary "$RUNS/cupti_$mode/summary.json" \
+      --case "$KEEP/case_$mode.json" --rc "${RC["cupti_$mode"]}"
+  done
+  run_killed cupti_sigkill 2 60 "$WORK/cupti_cases" sigkill --out "$KEEP/case_sigkill.json"
+  pyrun "$GPU_DIR/cupti_verdicts.py" sigkill --summary "$RUNS/cupti_sigkill/summary.json" \
+    --case "$KEEP/case_sigkill.json" --rc "${RC[cupti_sigkill]}" --before 20
 }
 
-# The same cases against the fake libcupti (no GPU): gpu_workload scripts stand for the programs.
 check_cupti_cases_dry() {
-  section "CUPTI cases (dry run: fake libcupti)"
-  local wl="$BUILD/bin/gpu_workload" fake="$BUILD/lib/fake_cupti/libfake_cupti.so"
-  if [[ ! -x $wl || ! -f $fake ]]; then
-    log "FAIL dry run: $wl or $fake is not built (a build with TORCHPROF_BUILD_TESTS=ON)"
-    return
-  fi
-  export TORCHPROF_CUPTI_LIB=$fake
+  section "CUPTI cases $STANDIN: gpu_workload scripts stand for cupti_cases.cu"
+  export TORCHPROF_CUPTI_LIB=$FAKE_CUPTI
   local k="kernel:_Z11spin_kernelx" eight="" mode
   for _ in 1 2 3 4 5 6 7 8; do eight+="$k:20ms ; "; done
   local -A script=([profiler-stop]="range:case{ ${eight}profiler_stop } ; sync" [no-sync-exit]="${eight% ; }")
   for mode in profiler-stop no-sync-exit; do
     printf '{"mode": "%s", "kernel": "spin_kernel(long long)", "launched": 8, "each_ns": 20000000}\n' "$mode" \
-      >"$WORK/case_$mode.json"
-    rm -rf "$OUT/cupti_$mode"
-    run_step "cupti_$mode" 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/cupti_$mode" -- "$wl" "${script[$mode]}"
-    verdicts "$mode" --summary "$OUT/cupti_$mode/summary.json" --case "$WORK/case_$mode.json" \
-      ${RC["cupti_$mode"]:+--rc "${RC["cupti_$mode"]}"}
+      >"$KEEP/case_$mode.json"
+    tp_step "cupti_$mode" 60 -q -- "$WORKLOAD" "${script[$mode]}"
+    pyrun "$GPU_DIR/cupti_verdicts.py" "$mode" --summary "$RUNS/cupti_$mode/summary.json" \
+      --case "$KEEP/case_$mode.json" --rc "${RC["cupti_$mode"]}" --label "$STANDIN"
   done
   # The launched count at the kill is not known here: only what came before 'ready' is checked.
   printf '{"mode": "sigkill", "kernel": "spin_kernel(long long)", "launched": null, "each_ns": 5000000}\n' \
-    >"$WORK/case_sigkill.json"
-  run_killed cupti_sigkill 2 "$OUT/cupti_sigkill" "$wl" \
+    >"$KEEP/case_sigkill.json"
+  run_killed cupti_sigkill 2 60 "$WORKLOAD" \
     "repeat:20{ $k:5ms ; sync ; sleep:20ms } ; ready ; repeat:100000{ $k:5ms ; sync ; sleep:20ms }"
-  verdicts sigkill --summary "$OUT/cupti_sigkill/summary.json" --case "$WORK/case_sigkill.json" \
-    --rc "${RC[cupti_sigkill]}" --before 20
-  # torch.profiler stands for a second CUPTI client, used as Kineto uses CUPTI.
-  rm -rf "$OUT/torch_inside"
-  run_step torch_inside 60 "$BUILD/bin/torchprof-run" -q -o "$OUT/torch_inside" -- "$wl" \
-    "range:before{ $k:1ms } ; sync ; client_start ; range:inside{ $k:2ms ; $k:2ms } ; sync ; client_stop ;
-     range:after{ $k:1ms } ; sync"
-  verdicts second-client --summary "$OUT/torch_inside/summary.json" --launched "spin_kernel(long long)=4" \
-    --rc "${RC[torch_inside]}"
+  pyrun "$GPU_DIR/cupti_verdicts.py" sigkill --summary "$RUNS/cupti_sigkill/summary.json" \
+    --case "$KEEP/case_sigkill.json" --rc "${RC[cupti_sigkill]}" --before 20 --label "$STANDIN"
   unset TORCHPROF_CUPTI_LIB
 }
 
 # One table of every PASS/FAIL line: check, verdict, detail.
 verdict_table() {
+  grep -hE '^(PASS|FAIL)' "$REPORT" >"$WORK/verdicts.txt"
   section "verdicts"
-  grep -hE '^(PASS|FAIL)' "$REPORT" >"$OUT/verdicts.txt"
   {
-    printf '%-44s %-7s %s\n' "check" "verdict" "detail"
-    printf '%-44s %-7s %s\n' "-----" "-------" "------"
-    sed -E 's/^(PASS|FAIL) ([^:]*): ?(.*)$/\2\t\1\t\3/' "$OUT/verdicts.txt" |
-      awk -F'\t' '{ printf "%-44s %-7s %s\n", substr($1, 1, 44), $2, substr($3, 1, 120) }'
-  } | tee -a "$REPORT"
+    printf '%-46s %-7s %s\n' "check" "verdict" "detail"
+    printf '%-46s %-7s %s\n' "-----" "-------" "------"
+    sed -E 's/^(PASS|FAIL) ([^:]*): ?(.*)$/\2\t\1\t\3/' "$WORK/verdicts.txt" |
+      awk -F'\t' '{ printf "%-46s %-7s %s\n", substr($1, 1, 46), $2, substr($3, 1, 110) }'
+    printf '%d PASS, %d FAIL; failed steps: %s; %d s of %d\n' "$(grep -c '^PASS' "$WORK/verdicts.txt")" \
+      "$(grep -c '^FAIL' "$WORK/verdicts.txt")" "${FAILED_STEPS[*]:-none}" $(($(date +%s) - START)) "$BUDGET"
+  } >"$WORK/table.txt"
+  cat "$WORK/table.txt" >>"$REPORT"
+}
+
+# report.txt and one tarball in $OUT; logs cut to their tails, the largest files left out until it fits.
+pack() {
+  local f
+  for f in "$KEEP"/logs/*.log; do
+    [[ -f $f ]] || continue
+    if (($(stat -c %s "$f") > MAX_LOG_BYTES)); then
+      tail -c "$MAX_LOG_BYTES" "$f" >"$f.tail" && mv "$f.tail" "$f"
+    fi
+  done
+  cp "$WORK/verdicts.txt" "$KEEP/"
+  while :; do
+    tar -C "$WORK" -czf "$OUT/gpu-check.tar.gz" keep
+    (($(stat -c %s "$OUT/gpu-check.tar.gz") <= MAX_TAR_BYTES)) && break
+    f=$(find "$KEEP" -type f ! -name report.txt -printf '%s %p\n' | sort -n | tail -n1 | cut -d' ' -f2-)
+    [[ -n $f ]] || break
+    echo "left out of the tarball: ${f#"$KEEP"/} ($(stat -c %s "$f") bytes)" | tee -a "$REPORT"
+    rm -f "$f"
+  done
+  cp "$REPORT" "$OUT/report.txt"
 }
 
 main() {
+  record_environment
+  check_deps
   if ((DRY)); then
-    log "dry run: no GPU; the CUPTI cases against the fake libcupti (build: $BUILD)"
-    check_cupti_cases_dry
-  else
-    record_environment
-    check_deps
-    check_sample
-    check_torch
-    check_cupti_cases
+    local missing=""
+    for f in "$WORKLOAD" "$FAKE_CUPTI" "$FAKE_CUDA/libcudart.so.13"; do [[ -e $f ]] || missing+="$f "; done
+    [[ -z $missing ]] || log "FAIL dry run: not built: $missing(a build with TORCHPROF_BUILD_TESTS=ON)"
   fi
+  [[ $REPO$GPU_DIR == *" "* ]] && log "FAIL paths: the repository's path has a space: $REPO"
+  build_programs
+  check_nvcc13
+  check_events
+  if ((DRY)); then check_torch_dry; else check_torch; fi
+  if ((DRY)); then check_cupti_cases_dry; else check_cupti_cases; fi
   verdict_table
-  log "failed steps: ${FAILED_STEPS[*]:-none}"
-  log "$(grep -c '^FAIL' "$OUT/verdicts.txt") FAIL lines; full report: $REPORT"
-  du -sh "$OUT" | tee -a "$REPORT"
+  pack
+  echo
+  cat "$WORK/table.txt"
+  echo "results: $OUT/report.txt, $OUT/gpu-check.tar.gz ($(du -h "$OUT/gpu-check.tar.gz" | cut -f1))"
 }
 
 main

@@ -2,13 +2,14 @@
 """Side-by-side check of a torchprof run against a reference of the same program.
 
     compare.py --summary RUN/summary.json --reference REF.json [--title T]
-               [--wall plain=NS] [--wall torchprof=NS] [--wall torch.profiler=NS]
+               [--wall plain=NS] [--wall torchprof=NS] [--wall torch.profiler=NS] [--long-ns NS] [--gpu-only] [--total-only]
 
 REF.json is what scripts/gpu/cuda_sample.cu (CUDA events) or scripts/gpu/torch_train.py
 --torch-profiler (torch.profiler) writes: gpu_ops {name: {count, total_ns}}, busy_ns,
 and for torch key_averages [{name, count, cuda_time_total_us, ...}].
-Criteria: kernel/copy counts equal the reference's, per-op total GPU time within 2%;
-top-10 ops by CUDA total name the same ops as key_averages, times within 5%.
+Criteria: kernel/copy counts equal the reference's, per-op and summed GPU time within 2%;
+the top-10 ops by Self CUDA name the same ops as key_averages, with the same calls and
+Self CUDA within 5%.
 Verdicts are PASS/FAIL/INFO lines; the exit status is 0 whatever they say.
 """
 
@@ -94,14 +95,17 @@ def torchprof_gpu_ops(summary):
     return ops
 
 
-def compare_gpu_ops(summary, ref, out):
+def compare_gpu_ops(summary, ref, out, long_ns=0, total_only=False):
+    """long_ns > 0: times compared only for ops whose reference mean is at least that long.
+    total_only: the reference is another run of the program, whose short kernels may differ
+    by more than 2% each: only the summed time is a verdict, each op's is shown."""
     ours = torchprof_gpu_ops(summary)
     theirs = ref.get("gpu_ops", {})
     pairs, only_ours, only_theirs = match_names(ours, theirs)
     pairs.sort(key=lambda p: -theirs[p[1]]["total_ns"])
     out.append("GPU ops (kernels, copies, memsets): torchprof vs %s" % ref.get("tool", "reference"))
     out.append("%-60s %8s %8s %12s %12s %9s" % ("name", "n(tp)", "n(ref)", "ms(tp)", "ms(ref)", "diff"))
-    bad_count, bad_time = [], []
+    bad_count, bad_time, checked = [], [], []
     for a, b in pairs:
         o, t = ours[a], theirs[b]
         d = diff_pct(o["total_ns"], t["total_ns"])
@@ -109,7 +113,12 @@ def compare_gpu_ops(summary, ref, out):
         if o["count"] != t["count"]:
             flag += " COUNT"
             bad_count.append(b)
-        if abs(d) > GPU_TIME_TOL * 100:
+        timed = t["count"] > 0 and t["total_ns"] / t["count"] >= long_ns
+        if timed:
+            checked.append(b)
+        else:
+            flag += " (short)"
+        if timed and abs(d) > GPU_TIME_TOL * 100:
             flag += " TIME"
             bad_time.append("%s (%s)" % (short(b, 40), fmt_pct(d)))
         out.append("%-60s %8d %8d %12s %12s %9s%s" % (short(b), o["count"], t["count"], fmt_ms(o["total_ns"]),
@@ -121,19 +130,30 @@ def compare_gpu_ops(summary, ref, out):
     ok_names = not only_ours and not only_theirs and pairs
     out.append("%s gpu-op names: %d matched, %d only in torchprof, %d only in reference"
                % ("PASS" if ok_names else "FAIL", len(pairs), len(only_ours), len(only_theirs)))
-    out.append("%s gpu-op counts equal%s" % ("FAIL" if bad_count or not pairs else "PASS",
-                                            (": " + ", ".join(short(n, 40) for n in bad_count)) if bad_count else ""))
-    out.append("%s gpu-op total time within %d%%%s" % ("FAIL" if bad_time or not pairs else "PASS",
-                                                       GPU_TIME_TOL * 100, (": " + ", ".join(bad_time)) if bad_time else ""))
+    out.append("%s gpu-op counts equal: %s" % ("FAIL" if bad_count or not pairs else "PASS",
+                                              ("differ: " + ", ".join(short(n, 40) for n in bad_count)) if bad_count
+                                              else "%d ops" % len(pairs)))
+    timed = "ops of %.1f ms or more" % (long_ns / 1e6) if long_ns else "ops"
+    out.append("%s gpu-op time within %d%%: %s" % ("INFO" if total_only else "FAIL" if bad_time or not checked else "PASS",
+                                                  GPU_TIME_TOL * 100,
+                                                  ("differ: " + ", ".join(bad_time)) if bad_time
+                                                  else "%d %s" % (len(checked), timed)))
     tp_busy = summary.get("gpu", {}).get("busy_ns", 0)
     ref_busy = ref.get("busy_ns")
     if ref_busy is not None:
         out.append("INFO GPU busy (merged kernel intervals): torchprof %s ms, reference %s ms (%s)"
                    % (fmt_ms(tp_busy), fmt_ms(ref_busy), fmt_pct(diff_pct(tp_busy, ref_busy))))
-    tp_sum = sum(v["total_ns"] for v in ours.values())
-    ref_sum = sum(v["total_ns"] for v in theirs.values())
-    out.append("INFO sum of GPU op time: torchprof %s ms, reference %s ms (%s)"
-               % (fmt_ms(tp_sum), fmt_ms(ref_sum), fmt_pct(diff_pct(tp_sum, ref_sum))))
+    pair_of = {b: a for a, b in pairs}
+    tp_sum = sum(ours[pair_of[b]]["total_ns"] for b in checked)
+    ref_sum = sum(theirs[b]["total_ns"] for b in checked)
+    d = diff_pct(tp_sum, ref_sum)
+    out.append("%s gpu-op summed time within %d%%: torchprof %s ms, reference %s ms (%s) over %d %s"
+               % ("PASS" if ref_sum > 0 and abs(d) <= GPU_TIME_TOL * 100 else "FAIL", GPU_TIME_TOL * 100,
+                  fmt_ms(tp_sum), fmt_ms(ref_sum), fmt_pct(d), len(checked), timed))
+    tp_n = sum(v["count"] for v in ours.values())
+    ref_n = sum(v["count"] for v in theirs.values())
+    out.append("%s gpu-op count in all: torchprof %d, reference %d" % ("PASS" if tp_n == ref_n and ref_n else "FAIL",
+                                                                       tp_n, ref_n))
 
 
 def torchprof_cuda_rows(summary):
@@ -145,24 +165,24 @@ def torchprof_cuda_rows(summary):
         name = norm(EMIT_NVTX_SUFFIX.sub("", o["name"]))
         if name.startswith("ProfilerStep"):  # torchprof's own step ranges; torch ran without prof.step()
             continue
-        r = rows.setdefault(name, {"count": 0, "cuda_total_ns": 0})
+        r = rows.setdefault(name, {"count": 0, "self_cuda_ns": 0})
         r["count"] += int(o.get("calls", 0))
-        r["cuda_total_ns"] += int(o.get("cuda_total_ns", 0))
+        r["self_cuda_ns"] += int(o.get("self_cuda_ns", 0))
     return rows
 
 
 def reference_cuda_rows(ref):
     rows = {}
     for e in ref.get("key_averages", []):
-        r = rows.setdefault(norm(e["name"]), {"count": 0, "cuda_total_ns": 0.0})
+        r = rows.setdefault(norm(e["name"]), {"count": 0, "self_cuda_ns": 0.0})
         r["count"] += int(e.get("count", 0))
-        r["cuda_total_ns"] += float(e.get("cuda_time_total_us", 0.0)) * 1000.0
+        r["self_cuda_ns"] += float(e.get("self_cuda_time_total_us", 0.0)) * 1000.0
     return rows
 
 
 def top(rows):
-    ranked = sorted(rows.items(), key=lambda kv: -kv[1]["cuda_total_ns"])
-    return [k for k, v in ranked[:TOP_N] if v["cuda_total_ns"] > 0]
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1]["self_cuda_ns"])
+    return [k for k, v in ranked[:TOP_N] if v["self_cuda_ns"] > 0]
 
 
 def compare_top_ops(summary, ref, out):
@@ -171,7 +191,7 @@ def compare_top_ops(summary, ref, out):
     ours = {**{k: v for k, v in ours.items() if k not in dict(pairs)}, **{b: ours[a] for a, b in pairs}}
     top_ours, top_theirs = top(ours), top(theirs)
     out.append("")
-    out.append("Top %d ops by CUDA total: torchprof vs torch.profiler key_averages" % TOP_N)
+    out.append("Top %d ops by Self CUDA: torchprof vs torch.profiler key_averages" % TOP_N)
     out.append("%-60s %7s %7s %12s %12s %9s" % ("name", "n(tp)", "n(ref)", "ms(tp)", "ms(ref)", "diff"))
     bad = []
     for name in top_theirs + [n for n in top_ours if n not in top_theirs]:
@@ -181,7 +201,7 @@ def compare_top_ops(summary, ref, out):
             out.append("%-60s  only in %s's rows" % (short(name), side))
             bad.append(short(name, 40) + " (unmatched)")
             continue
-        d = diff_pct(o["cuda_total_ns"], t["cuda_total_ns"])
+        d = diff_pct(o["self_cuda_ns"], t["self_cuda_ns"])
         flag = ""
         if name not in top_ours or name not in top_theirs:
             flag += " RANK"
@@ -190,11 +210,12 @@ def compare_top_ops(summary, ref, out):
             flag += " TIME"
             bad.append("%s (%s)" % (short(name, 40), fmt_pct(d)))
         if o["count"] != t["count"]:
-            flag += " count"
-        out.append("%-60s %7d %7d %12s %12s %9s%s" % (short(name), o["count"], t["count"], fmt_ms(o["cuda_total_ns"]),
-                                                    fmt_ms(t["cuda_total_ns"]), fmt_pct(d), flag))
+            flag += " CALLS"
+            bad.append("%s (%d calls vs %d)" % (short(name, 40), o["count"], t["count"]))
+        out.append("%-60s %7d %7d %12s %12s %9s%s" % (short(name), o["count"], t["count"], fmt_ms(o["self_cuda_ns"]),
+                                                    fmt_ms(t["self_cuda_ns"]), fmt_pct(d), flag))
     ok = not bad and top_theirs
-    out.append("%s top-%d ops: same names, CUDA total within %d%%%s"
+    out.append("%s top-%d ops: same names and calls, Self CUDA within %d%%%s"
                % ("PASS" if ok else "FAIL", TOP_N, TOP_TIME_TOL * 100, (": " + "; ".join(bad)) if bad else ""))
 
 
@@ -226,6 +247,9 @@ def main():
     p.add_argument("--reference", required=True)
     p.add_argument("--title", default="")
     p.add_argument("--wall", action="append", metavar="RUN=NS")
+    p.add_argument("--total-only", action="store_true", help="per-op GPU times as INFO, the sum as the verdict")
+    p.add_argument("--gpu-only", action="store_true", help="kernels, copies and sets only, not the op table")
+    p.add_argument("--long-ns", type=int, default=0, help="compare times only of ops this long on average")
     args = p.parse_args()
     out = ["== compare: %s ==" % (args.title or args.summary)]
     try:
@@ -237,8 +261,8 @@ def main():
             out.append("INFO torchprof warning: %s" % w)
         out.append("INFO torchprof dropped_events=%s cupti_dropped=%s steps=%d"
                    % (summary.get("dropped_events"), summary.get("cupti_dropped"), len(summary.get("steps", []))))
-        compare_gpu_ops(summary, ref, out)
-        if "key_averages" in ref:
+        compare_gpu_ops(summary, ref, out, args.long_ns, args.total_only)
+        if "key_averages" in ref and not args.gpu_only:
             compare_top_ops(summary, ref, out)
     except Exception:  # the report must say what broke, and the check goes on
         out.append("FAIL compare could not run:")

@@ -1,5 +1,5 @@
-// Known GPU work for checking torchprof on a real device: two kernels on two
-// streams, pinned HtoD/DtoH copies of known sizes and cudaMalloc/cudaFree, inside
+// Known GPU work for checking torchprof on a real device: two long kernels (>= 1 ms,
+// back to back on one stream) beside a saxpy on another stream, pinned HtoD/DtoH copies of known sizes and cudaMalloc/cudaFree, inside
 // NVTX ranges with one ProfilerStep#k per iteration. Each kernel and copy is also
 // timed here with CUDA events and written as JSON, the reference compare.py uses.
 #include <cuda_runtime.h>
@@ -34,7 +34,7 @@ constexpr const char* kDtoHName = "Memcpy DtoH (Device -> Pinned)";
 
 struct Options {
   int iters = 10;
-  long long spin_cycles = 2000000;  // about 1 ms at ~2 GHz
+  long long spin_cycles = 3000000;  // about 1.5 ms at ~2 GHz
   int n = 1 << 24;                  // saxpy elements; copies move n floats
   std::string out;
 };
@@ -145,10 +145,14 @@ double iteration(const Options& o, int k, Buffers& b, cudaStream_t s0, cudaStrea
   nvtxRangePop();
 
   nvtxRangePushA("compute");
-  Timed& busy = begin(timed, kBusyName, "kernel", s1);
-  busy_kernel<<<1, 1, 0, s1>>>(o.spin_cycles);
-  CHECK_CUDA(cudaGetLastError());
-  CHECK_CUDA(cudaEventRecord(busy.stop, s1));
+  for (int i = 0; i < 2; ++i) {
+    Timed& busy = begin(timed, kBusyName, "kernel", s1);
+    // One wave of blocks that all spin as long: on an H200 (132 SMs) as long as one thread;
+    // on tests/fake_cupti's drop-in runtime (10 us + 10 ns per thread) 2.6 ms, long too.
+    busy_kernel<<<256, 1024, 0, s1>>>(o.spin_cycles);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaEventRecord(busy.stop, s1));
+  }
   Timed& sx = begin(timed, kSaxpyName, "kernel", s0);
   saxpy<<<1024, 256, 0, s0>>>(o.n, 2.0f, b.x, b.y);
   CHECK_CUDA(cudaGetLastError());
@@ -187,13 +191,13 @@ double iteration(const Options& o, int k, Buffers& b, cudaStream_t s0, cudaStrea
 }
 
 void write_json(const Options& o, const std::map<std::string, Total>& totals, double busy_ms, long long wall_ns,
-                const char* device) {
+                int devices) {
   std::FILE* f = std::fopen(o.out.c_str(), "w");
   if (!f) {
     std::fprintf(stderr, "cuda_sample: cannot write %s\n", o.out.c_str());
     std::exit(1);
   }
-  std::fprintf(f, "{\n  \"tool\": \"cuda_sample\",\n  \"device\": \"%s\",\n  \"iters\": %d,\n", device, o.iters);
+  std::fprintf(f, "{\n  \"tool\": \"cuda_sample\",\n  \"devices\": %d,\n  \"iters\": %d,\n", devices, o.iters);
   std::fprintf(f, "  \"wall_ns\": %lld,\n  \"busy_ns\": %.0f,\n  \"gpu_ops\": {\n", wall_ns, busy_ms * 1e6);
   size_t i = 0;
   for (const auto& [name, t] : totals) {
@@ -209,14 +213,14 @@ void write_json(const Options& o, const std::map<std::string, Total>& totals, do
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   auto t0 = std::chrono::steady_clock::now();
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int devices = 0;  // the device's name is in nvidia-smi's part of the report
+  CHECK_CUDA(cudaGetDeviceCount(&devices));
   cudaStream_t s0, s1;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
   CHECK_CUDA(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   Buffers b;
   b.bytes = static_cast<size_t>(o.n) * sizeof(float);
-  CHECK_CUDA(cudaMallocHost(&b.host, b.bytes));
+  CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&b.host), b.bytes));  // the C form: the template calls cudaHostAlloc
   for (int i = 0; i < o.n; ++i) b.host[i] = static_cast<float>(i % 97);
   CHECK_CUDA(cudaMalloc(&b.x, b.bytes));
   CHECK_CUDA(cudaMalloc(&b.y, b.bytes));
@@ -232,7 +236,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamDestroy(s0));
   CHECK_CUDA(cudaStreamDestroy(s1));
   long long wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("cuda_sample: %d iterations on %s, wall %.3f ms\n", o.iters, prop.name, wall_ns / 1e6);
-  if (!o.out.empty()) write_json(o, totals, busy_ms, wall_ns, prop.name);
+  std::printf("cuda_sample: %d iterations on %d devices, wall %.3f ms\n", o.iters, devices, wall_ns / 1e6);
+  if (!o.out.empty()) write_json(o, totals, busy_ms, wall_ns, devices);
   return 0;
 }

@@ -7,13 +7,25 @@ FAIL line per check, INFO lines with the figures. Exit status 0 whatever they sa
   cupti_verdicts.py sigkill       --summary S --case CASE.json --rc RC --before N
   cupti_verdicts.py second-client --summary S [--inside REF.json --alone REF.json] [--launched NAME=N ...]
                                   [--rc RC]
+  cupti_verdicts.py nvcc13        --summary S --label L [--rc RC] [--launch-api NAME] [--trace-dir D]
+                                  [--stderr LOG --no-driver --expect-rc RC_WITHOUT_TORCHPROF]
+  cupti_verdicts.py trace         --trace-dir D --label L
+  cupti_verdicts.py slowdown      --wall plain=NS --wall torchprof=NS --wall reference=NS [--label L]
+
+nvcc13 checks tests/nvcc/cuda13_sample.cu's run (CUDA 13's __cudaLaunchKernel, its
+kernels all attributed to their NVTX ranges, one synchronisation per polled event,
+the trace fields TensorBoard and HTA read); --no-driver checks what a statically
+linked sample does where no driver loads (the dry run's stand-in).
 
 CASE.json is what scripts/gpu/cupti_cases.cu (or the dry run) writes: mode, kernel (the
 row name), launched, each_ns. REF.json is torch_train.py --torch-profiler's output.
 """
 
 import argparse
+import glob
+import gzip
 import json
+import os
 import sys
 import time
 
@@ -29,8 +41,11 @@ def load(path):
         return json.load(f)
 
 
+SUFFIX = ""  # --label of the CUPTI cases ("[stand-in]" in the dry run)
+
+
 def verdict(ok, name, detail):
-    print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}")
+    print(f"{'PASS' if ok else 'FAIL'} {name}{SUFFIX}: {detail}")
 
 
 def kernel_row(summary, name):
@@ -111,21 +126,142 @@ def second_client(a):
                 (f"; differ: {'; '.join(bad[:5])}" if bad else ", same counts, times within 10%"))
 
 
+# tests/nvcc/cuda13_sample.cu's launches: kernels by name, and the ranges they run in.
+NVCC_KERNELS = {"k_add": 10, "k_scale": 9}
+NVCC_RANGES = ("chevrons", "launch_ex", "graph", "streams", "outer", "inner", "worker")
+NVCC_CHEVRON_LAUNCHES = 14  # 5 + 3 captured + 2 + 2 + 2 launches by <<<>>>
+SLOWDOWN_MAX = 1.25  # torchprof's wall against the reference profiler's, same script
+
+
+def nvtx_rows(summary, name):
+    return [o for o in summary.get("ops", []) if o.get("kind") == "nvtx" and o.get("name") == name]
+
+
+def load_traces(trace_dir):
+    traces = []
+    for path in sorted(glob.glob(os.path.join(trace_dir or "", "*.pt.trace.json*"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        if path.endswith(".gz"):
+            data = gzip.decompress(data)
+        traces.append(json.loads(data.decode("utf-8")))
+    return traces
+
+
+def trace_fields(label, traces, need_waits=True):
+    """Finding 6: the fields TensorBoard's plugin and HTA read, as Kineto writes them.
+    need_waits: the program orders streams by events, so Stream Wait Event rows must be there."""
+    events = [ev for t in traces for ev in t.get("traceEvents", [])]
+    verdict(bool(events), f"trace.{label}.written", f"{len(traces)} trace files, {len(events)} events")
+    if not events:
+        return
+    waits = [ev for ev in events if ev.get("name") == "Stream Wait Event"]
+    bad = [ev.get("args", {}) for ev in waits
+           if "wait_on_stream" not in ev.get("args", {}) or "wait_on_cuda_event_id" not in ev.get("args", {})]
+    if not waits and not need_waits:
+        print(f"INFO trace.{label}.stream_wait_event: no Stream Wait Event rows")
+    else:
+        verdict(bool(waits) and not bad, f"trace.{label}.stream_wait_event",
+                f"{len(waits)} Stream Wait Event rows, {len(bad)} without wait_on_stream/wait_on_cuda_event_id"
+                + (f" ({bad[0]})" if bad else ""))
+    nulls = [ev.get("name") for ev in events if "External id" in ev.get("args", {}) and ev["args"]["External id"] is None]
+    verdict(not nulls, f"trace.{label}.external_id", f"{len(nulls)} rows with \"External id\": null")
+    minus = [ev.get("name") for ev in events if ev.get("args", {}).get("stream") == -1]
+    verdict(not minus, f"trace.{label}.stream_unsigned", f"{len(minus)} rows with stream -1 {minus[:3]}")
+    zero = [ev.get("name") for ev in events if ev.get("cat") == "kernel"
+            and any(ev.get("args", {}).get(k) == 0 for k in ("blocks per SM", "warps per SM"))]
+    verdict(not zero, f"trace.{label}.occupancy", f"{len(zero)} kernels with blocks or warps per SM of 0 "
+            "(TensorBoard: 'is not positive!')")
+    seen = {ev["args"]["device"] for ev in events if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+            and isinstance(ev.get("args", {}).get("device"), int)}
+    listed = {d.get("id") for t in traces for d in t.get("deviceProperties", [])}
+    verdict(bool(seen) and seen <= listed, f"trace.{label}.device_properties",
+            f"devices with rows {sorted(seen)}, in deviceProperties {sorted(x for x in listed if x is not None)}")
+
+
+def nvcc13(a):
+    s = load(a.summary)
+    label = a.label
+    if a.rc is not None:
+        verdict(a.rc == a.expect_rc, f"nvcc13.{label}.exit_code",
+                f"{a.rc} ({a.expect_rc}: {'as without torchprof' if a.no_driver else 'the sample checks its results'})")
+    if a.no_driver:
+        with open(a.stderr, errors="replace") as f:
+            lines = [line.strip() for line in f if "GPU tracing" in line]
+        verdict(len(lines) == 1 and "never started" in lines[0], f"nvcc13.{label}.notice", " | ".join(lines) or "no line")
+        missing = [r for r in NVCC_RANGES if len(nvtx_rows(s, r)) != 1]
+        verdict(not missing, f"nvcc13.{label}.nvtx", f"ranges missing: {missing}" if missing else
+                f"all {len(NVCC_RANGES)} NVTX ranges recorded")
+        return
+    kernels = [o for o in s.get("ops", []) if o.get("kind") == "kernel"]
+    counted = {k: sum(o.get("calls", 0) for o in kernels if k in o.get("name", "")) for k in NVCC_KERNELS}
+    verdict(counted == NVCC_KERNELS and sum(o.get("calls", 0) for o in kernels) == sum(NVCC_KERNELS.values()),
+            f"nvcc13.{label}.kernels", f"counted {counted}, launched {NVCC_KERNELS}")
+    kernel_ns = sum(o.get("self_cuda_ns", 0) for o in kernels)
+    ranges_ns = sum(r.get("self_cuda_ns", 0) for name in NVCC_RANGES for r in nvtx_rows(s, name))
+    empty = [name for name in NVCC_RANGES if sum(r.get("self_cuda_ns", 0) for r in nvtx_rows(s, name)) <= 0]
+    verdict(kernel_ns > 0 and not empty and abs(kernel_ns - ranges_ns) <= max(2 * len(NVCC_RANGES), kernel_ns * 1e-4),
+            f"nvcc13.{label}.attributed",
+            f"{ranges_ns / 1e6:.3f} ms Self CUDA in the NVTX ranges of {kernel_ns / 1e6:.3f} ms of kernels"
+            + (f"; ranges with none: {empty}" if empty else ""))
+    apis = {o["name"]: o for o in s.get("ops", []) if o.get("kind") == "cuda_api"}
+    calls = apis.get(a.launch_api, {}).get("calls", 0)
+    verdict(calls == NVCC_CHEVRON_LAUNCHES, f"nvcc13.{label}.launch_api",
+            f"{calls} calls of {a.launch_api} (<<<>>> launches: {NVCC_CHEVRON_LAUNCHES})")
+    syncs = {r.get("name"): r for r in s.get("overview", {}).get("syncs", {}).get("rows", [])}
+    queries = apis.get("cudaEventQuery", {}).get("calls", 0)
+    got = syncs.get("cudaEventQuery", {}).get("calls", 0)
+    verdict(got == 1 and queries >= 1, f"sync.{label}.event_query",
+            f"{got} synchronisation from {queries} cudaEventQuery calls polling one event (1 expected)")
+    if a.trace_dir is not None:
+        trace_fields(label, load_traces(a.trace_dir))
+
+
+def trace(a):
+    trace_fields(a.label, load_traces(a.trace_dir), need_waits=False)
+
+
+def slowdown(a):
+    walls = {}
+    for item in a.wall:
+        k, _, v = item.partition("=")
+        walls[k] = int(v)
+    plain, ours, ref = walls.get("plain"), walls.get("torchprof"), walls.get("reference")
+    if not (plain and ours and ref):
+        verdict(False, f"perf.slowdown{a.label}", f"a run is missing or failed: {walls}")
+        return
+    verdict(ours <= ref * SLOWDOWN_MAX, f"perf.slowdown{a.label}",
+            f"torchprof {ours / plain:.2f}x, reference profiler {ref / plain:.2f}x of the plain "
+            f"{plain / 1e6:.0f} ms (at most {SLOWDOWN_MAX}x the reference's wall)")
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case_name", choices=["profiler-stop", "no-sync-exit", "sigkill", "second-client"])
-    p.add_argument("--summary", required=True)
+    p.add_argument("case_name", choices=["profiler-stop", "no-sync-exit", "sigkill", "second-client", "nvcc13",
+                                         "slowdown", "trace"])
+    p.add_argument("--summary")
     p.add_argument("--case")
     p.add_argument("--rc", type=int)
     p.add_argument("--before", type=int, default=0)
     p.add_argument("--inside")
     p.add_argument("--alone")
     p.add_argument("--launched", action="append", default=[])
+    p.add_argument("--label", default="")
+    p.add_argument("--launch-api", default="__cudaLaunchKernel")
+    p.add_argument("--trace-dir")
+    p.add_argument("--stderr")
+    p.add_argument("--no-driver", action="store_true")
+    p.add_argument("--expect-rc", type=int, default=0)
+    p.add_argument("--wall", action="append", default=[])
     a = p.parse_args()
+    global SUFFIX
+    if a.case_name not in ("nvcc13", "slowdown", "trace"):
+        SUFFIX = a.label
     try:
         {"profiler-stop": profiler_stop, "no-sync-exit": no_sync_exit, "sigkill": sigkill,
-         "second-client": second_client}[a.case_name](a)
-    except (OSError, ValueError, KeyError) as e:
+         "second-client": second_client, "nvcc13": nvcc13, "slowdown": slowdown,
+         "trace": trace}[a.case_name](a)
+    except (OSError, ValueError, KeyError, TypeError) as e:
         verdict(False, f"cupti.{a.case_name.replace('-', '_')}", f"cannot read the results: {e}")
     return 0
 

@@ -240,26 +240,73 @@ def never_started():
     check_eq(procs[0].get("gpu_tracing"), "not_started", "gpu_tracing")
 
 
+# What gpu-check.sh --dry must run and pass: every case, the stand-ins labelled as such.
+GPU_CHECK_VERDICTS = (
+    "deps", "nvcc13.shared.exit_code", "nvcc13.shared.kernels", "nvcc13.shared.attributed",
+    "nvcc13.shared.launch_api", "sync.shared.event_query", "trace.shared.stream_wait_event",
+    "trace.shared.external_id", "trace.shared.stream_unsigned", "trace.shared.occupancy",
+    "trace.shared.device_properties", "nvcc13.static[stand-in].notice", "nvcc13.static[stand-in].nvtx",
+    "[events/stand-in] gpu-op counts equal", "[events/stand-in] gpu-op summed time within 2%",
+    "[torch/stand-in] gpu-op counts equal", "[torch/stand-in] gpu-op summed time within 2%",
+    "[torch/stand-in] top-10 ops", "trace.torch[stand-in].external_id", "trace.torch[stand-in].device_properties",
+    "perf.slowdown[stand-in]", "cupti.second_client.notice[stand-in]",
+    "cupti.second_client.torchprof[spin_kernel(long long)][stand-in]", "cupti.profiler_stop.kernels[stand-in]",
+    "cupti.no_sync_exit.accounted[stand-in]", "cupti.sigkill.exit_code[stand-in]",
+    "cupti.sigkill.delivered[stand-in]")
+
+
 def gpu_check_dry():
-    """scripts/gpu-check.sh --dry: its CUPTI cases against the fake, every verdict PASS, one table."""
+    """scripts/gpu-check.sh --dry: every case against the fake (the nvcc samples on the
+    drop-in libcudart.so.13), every verdict PASS, the table printed last, and in $OUT only
+    what the device could return: report.txt and one tarball, nothing left in TMPDIR."""
+    import tarfile
+
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu-check.sh")
-    out = tp.fresh_dir("gpu_check_dry")
+    base = tp.fresh_dir("gpu_check_dry")
+    out, tmp = os.path.join(base, "out"), os.path.join(base, "tmp")
+    os.makedirs(tmp)
     build = os.path.dirname(os.path.normpath(os.environ["TP_BIN_DIR"]))
-    env = dict(os.environ, OUT=out, PYTHON="/usr/bin/python3")
+    env = dict(os.environ, OUT=out, TMPDIR=tmp, PYTHON="/usr/bin/python3")
     env.pop("TORCHPROF_CUPTI_LIB", None)
     proc = subprocess.run(["bash", script, "--dry", build], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env=env, timeout=170)
+                          env=env, timeout=320)
     text = proc.stdout.decode(errors="replace")
     check_eq(proc.returncode, 0, f"exit code of gpu-check.sh --dry ({text[-3000:]})")
-    with open(os.path.join(out, "verdicts.txt")) as f:
-        verdicts = f.read().splitlines()
-    names = {line.split(":")[0].split(" ", 1)[1] for line in verdicts}
-    for name in ("cupti.profiler_stop.kernels", "cupti.no_sync_exit.accounted", "cupti.no_sync_exit.span",
-                 "cupti.sigkill.delivered", "cupti.second_client.notice", "cupti.second_client.exit_code"):
-        check(name in names, f"verdict {name} missing: {verdicts}")
-    failed = [line for line in verdicts if line.startswith("FAIL")]
-    check(not failed, f"FAIL verdicts: {failed}")
-    check("check" in text and "verdict" in text and "detail" in text, "no verdict table printed")
+    files = []
+    for root, dirs, names in os.walk(out):
+        depth = os.path.relpath(root, out).count(os.sep) + (root != out)
+        check(depth <= 2, f"{root} is more than 2 folders deep")
+        files += [os.path.join(root, n) for n in names]
+    check_eq(sorted(os.path.relpath(f, out) for f in files), ["gpu-check.tar.gz", "report.txt"], "files in $OUT")
+    for f in files:
+        check(os.path.getsize(f) <= 16 << 20, f"{f}: {os.path.getsize(f)} bytes")
+    check_eq(os.listdir(tmp), [], "left in TMPDIR")
+    with tarfile.open(os.path.join(out, "gpu-check.tar.gz")) as tar:
+        verdicts = tar.extractfile("keep/verdicts.txt").read().decode().splitlines()
+        members = tar.getnames()
+    check("keep/nvcc13_shared.summary.json" in members and "keep/torch_ref.json" in members, f"tarball: {members}")
+    names = {line.split(" ", 1)[1].split(": ")[0] for line in verdicts}
+    for name in GPU_CHECK_VERDICTS:
+        check(any(n.startswith(name) for n in names), f"verdict {name} missing: {sorted(names)}")
+    failed = [line.split(" ", 1)[1].split(": ")[0] for line in verdicts if line.startswith("FAIL")]
+    # A build without CUDA 13's __cudaLaunchKernel callbacks (-DTORCHPROF_OMIT_CBIDS) must
+    # turn the launch attribution red, and only that.
+    cache = os.path.join(build, "CMakeCache.txt")
+    omitted = ""
+    if os.path.isfile(cache):
+        with open(cache) as f:
+            omitted = "".join(line for line in f if line.startswith("TORCHPROF_OMIT_CBIDS:"))
+    expect_failed = (["nvcc13.shared.attributed", "nvcc13.shared.launch_api"]
+                     if "__cudaLaunchKernel_v13000" in omitted else [])
+    check_eq(failed, expect_failed, f"FAIL verdicts ({omitted.strip() or 'no callback ids omitted'})")
+    # The table is the last thing printed: its header, then one row per verdict, then the tally.
+    lines = text.rstrip().splitlines()
+    header = max(i for i, line in enumerate(lines) if line.split()[:3] == ["check", "verdict", "detail"])
+    rows = lines[header + 2:]
+    check_eq(len(rows), len(verdicts) + 2, f"rows after the table's header: {rows[-3:]}")
+    tally = f"{len(verdicts) - len(failed)} PASS, {len(failed)} FAIL"
+    check(rows[-2].startswith(tally), f"tally: {rows[-2]}, not {tally}")
+    check(rows[-1].startswith("results: "), f"last line: {rows[-1]}")
 
 
 SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_direct, incomplete, profiler_stop_queued,
