@@ -133,40 +133,43 @@ NameRef wide_name(ThreadBuffer* tb, const wchar_t* s) {
   return NameRef{tb->scratch, static_cast<uint32_t>(n), 0};
 }
 
-int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
+namespace {
+
+// A nesting record (push, op begin): one level deeper on its thread and domain.
+inline int record_open(ThreadBuffer* tb, Kind kind, uint16_t domain, const NameRef& name, uint64_t a, uint64_t b) {
   int level = tb->depth[domain % ThreadBuffer::kDepthSlots]++;
-  Record r{k(Kind::kPush), 0, domain, 0, stamp(tb), attr, payload};
+  Record r{k(kind), 0, domain, 0, stamp(tb), a, b};
   write_unit(tb, name, &r, 1);
   return level;
 }
 
-int record_pop(ThreadBuffer* tb, uint16_t domain) {
+// Its closing record (pop, op end): not written when nothing is open, nor when the level
+// it closes was opened while recording was paused.
+inline int record_close(ThreadBuffer* tb, Kind kind, uint16_t domain, uint64_t a) {
   const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
   int32_t& depth = tb->depth[slot];
   if (depth <= 0) return -1;
   int level = --depth;
   if (__builtin_expect(tb->unrecorded[slot] != 0, 0) && capture::skip_pop(tb->unrecorded[slot], level)) return level;
-  Record r{k(Kind::kPop), 0, domain, 0, stamp(tb), 0, 0};
+  Record r{k(kind), 0, domain, 0, stamp(tb), a, 0};
   write_unit(tb, NameRef{}, &r, 1);
   return level;
 }
 
+}  // namespace
+
+int record_push(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {
+  return record_open(tb, Kind::kPush, domain, name, attr, payload);
+}
+
+int record_pop(ThreadBuffer* tb, uint16_t domain) { return record_close(tb, Kind::kPop, domain, 0); }
+
 int record_op_begin(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t op_word, uint64_t handle) {
-  int level = tb->depth[domain % ThreadBuffer::kDepthSlots]++;
-  Record r{k(Kind::kOpBegin), 0, domain, 0, stamp(tb), op_word, handle};
-  write_unit(tb, name, &r, 1);
-  return level;
+  return record_open(tb, Kind::kOpBegin, domain, name, op_word, handle);
 }
 
 int record_op_end(ThreadBuffer* tb, uint16_t domain, uint64_t handle) {
-  const uint32_t slot = domain % ThreadBuffer::kDepthSlots;
-  int32_t& depth = tb->depth[slot];
-  if (depth <= 0) return -1;
-  int level = --depth;
-  if (__builtin_expect(tb->unrecorded[slot] != 0, 0) && capture::skip_pop(tb->unrecorded[slot], level)) return level;
-  Record r{k(Kind::kOpEnd), 0, domain, 0, stamp(tb), handle, 0};
-  write_unit(tb, NameRef{}, &r, 1);
-  return level;
+  return record_close(tb, Kind::kOpEnd, domain, handle);
 }
 
 uint64_t record_start(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload) {

@@ -96,7 +96,6 @@ RemoveFn g_remove = nullptr;
 RemoveFn g_disable = nullptr;
 RemoveFn g_reenable = nullptr;
 std::atomic<uint64_t> g_handle{0};
-int g_mode = kObserverRecord;
 
 template <typename T>
 inline T field(const void* rf, uint32_t offset) {
@@ -148,11 +147,13 @@ uint16_t ops_domain(ThreadBuffer* tb) {
 NoContext on_nothing(const void*) { return {}; }
 void on_nothing_end(const void*, void*) {}
 
+NoContext on_trial_start(const void* rf) {
+  trial_note(rf, true);
+  return {};
+}
+void on_trial_end(const void* rf, void*) { trial_note(rf, false); }
+
 NoContext on_start(const void* rf) {
-  if (g_mode == kObserverTrial) {
-    trial_note(rf, true);
-    return {};
-  }
   CallbackGuard guard;
   if (!guard.entered()) return {};
   ThreadBuffer* tb = current_buffer();
@@ -172,10 +173,6 @@ NoContext on_start(const void* rf) {
 }
 
 void on_end(const void* rf, void* /*ctx*/) {
-  if (g_mode == kObserverTrial) {
-    trial_note(rf, false);
-    return;
-  }
   CallbackGuard guard;
   if (!guard.entered()) return;
   ThreadBuffer* tb = current_buffer();
@@ -270,8 +267,9 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
     return 0;
   }
   CallbackBytes cb{};
-  const StartFn start = mode == kObserverFloor ? &on_nothing : &on_start;
-  const EndFn end = mode == kObserverFloor ? &on_nothing_end : &on_end;
+  // Each mode its own pair of callbacks: the recording ones never test which mode runs.
+  const StartFn start = mode == kObserverFloor ? &on_nothing : mode == kObserverTrial ? &on_trial_start : &on_start;
+  const EndFn end = mode == kObserverFloor ? &on_nothing_end : mode == kObserverTrial ? &on_trial_end : &on_end;
   memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
   memcpy(cb.bytes + layout->cb_end, &end, sizeof end);
   const double prob = 1.0;
@@ -281,7 +279,6 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   cb.bytes[layout->cb_needs_outputs] = 0;
   cb.bytes[layout->cb_needs_ids] = 1;  // handles: the trace's Record function id
   g_layout = layout;
-  g_mode = mode;
   uint64_t handle = 0;
   switch (layout->cb_size) {
     case 40: handle = add_callback<40>(add, cb); break;

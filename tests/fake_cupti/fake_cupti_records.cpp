@@ -223,22 +223,35 @@ void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t c
   append_record(memory);
 }
 
-void append_synchronization(bool whole_device, uint32_t stream, uint32_t correlation_id, uint64_t start,
-                            uint64_t end) {
+namespace {
+
+// One synchronization record as CUDA 13's CUPTI writes it; `stream` and `event` are
+// CUPTI_SYNCHRONIZATION_INVALID_VALUE where the record names none.
+void append_sync_record(CUpti_ActivitySynchronizationType type, uint32_t stream, uint32_t event,
+                        uint32_t correlation_id, uint64_t start, uint64_t end, uint32_t return_value) {
   if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
   CUpti_ActivitySynchronization2 sync{};
   sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  sync.type = whole_device ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
-                           : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.type = type;
   sync.start = start;
   sync.end = end;
   sync.correlationId = correlation_id;
   sync.contextId = kFakeContextId;
-  sync.streamId = whole_device ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream;
-  sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-  sync.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-  sync.returnValue = 0;
+  sync.streamId = stream;
+  sync.cudaEventId = event;
+  sync.cudaEventSyncId = event;
+  sync.returnValue = return_value;
   append_record(sync);
+}
+
+}  // namespace
+
+void append_synchronization(bool whole_device, uint32_t stream, uint32_t correlation_id, uint64_t start,
+                            uint64_t end) {
+  append_sync_record(whole_device ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
+                                  : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+                     whole_device ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream, CUPTI_SYNCHRONIZATION_INVALID_VALUE,
+                     correlation_id, start, end, 0);
 }
 
 void append_cuda_event(uint32_t event_id, uint32_t stream, uint32_t correlation_id) {
@@ -255,37 +268,16 @@ void append_cuda_event(uint32_t event_id, uint32_t stream, uint32_t correlation_
 }
 
 void append_stream_wait(uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start, uint64_t end) {
-  if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
-  CUpti_ActivitySynchronization2 sync{};
-  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
-  sync.start = start;
-  sync.end = end;
-  sync.correlationId = correlation_id;
-  sync.contextId = kFakeContextId;
-  sync.streamId = stream;
-  sync.cudaEventId = event_id;
-  sync.cudaEventSyncId = event_id;
-  sync.returnValue = 0;
-  append_record(sync);
+  append_sync_record(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, stream, event_id, correlation_id, start, end,
+                     0);
 }
 
 void append_query(bool event, uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start,
                   uint64_t end, uint32_t return_value) {
-  if (!activity().enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) return;
-  CUpti_ActivitySynchronization2 sync{};
-  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  sync.type = event ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
-                    : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-  sync.start = start;
-  sync.end = end;
-  sync.correlationId = correlation_id;
-  sync.contextId = kFakeContextId;
-  sync.streamId = event ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream;
-  sync.cudaEventId = event ? event_id : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-  sync.cudaEventSyncId = event ? event_id : CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-  sync.returnValue = return_value;
-  append_record(sync);
+  append_sync_record(event ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
+                           : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+                     event ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream,
+                     event ? event_id : CUPTI_SYNCHRONIZATION_INVALID_VALUE, correlation_id, start, end, return_value);
 }
 
 void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uint64_t start, uint64_t end) {

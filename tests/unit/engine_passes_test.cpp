@@ -29,12 +29,6 @@ namespace {
 
 std::vector<std::string> table(const Run& run) { return test::table_text(run.ops); }
 
-std::map<std::string, OpStats> by_kind_and_name(const Run& run) {
-  std::map<std::string, OpStats> out;
-  for (const OpStats& op : run.ops) out[op.kind + " " + op.name] = op;
-  return out;
-}
-
 // The events a sink was handed, in one order whatever the order they came in.
 std::vector<std::tuple<int64_t, int64_t, std::string, int64_t, int32_t>> events_of(const test::Collected& c) {
   std::vector<std::tuple<int64_t, int64_t, std::string, int64_t, int32_t>> out;
@@ -112,7 +106,7 @@ TEST_CASE("engine passes: a step marker, a start/end range, a string used before
   check_same(plain, step_capture("passes_late_string.tprof", false, true), no_marker);
   // The rows, by hand: the step [1000,5000] holds fwd 400 and bwd 500; fwd holds the
   // launch's 50 and the kernel's 100 ns of GPU time.
-  std::map<std::string, OpStats> rows = by_kind_and_name(test::analyse(step_capture("passes_both.tprof", true, true)));
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(test::analyse(step_capture("passes_both.tprof", true, true)));
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == 4000 - 400 - 500);
   CHECK(rows["nvtx ProfilerStep*"].cuda_total_ns == 100);
   CHECK(rows["nvtx fwd"].self_cpu_ns == 400 - 50);
@@ -138,7 +132,7 @@ TEST_CASE("engine passes: a step marker found after many events discards what th
   CHECK(c[10].named("fwd").size() == 501);
   CHECK(c[10].named("fwd").back()->start_ns == kEpoch + 7100);
   CHECK(run.processes.at(0).cpu_events == 502);
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx fwd"].calls == 501);
   CHECK(rows["nvtx ProfilerStep*"].calls == 1);
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == 1000 - 100);
@@ -215,7 +209,7 @@ TEST_CASE("engine passes: on-demand capture windows make the steps and cycles") 
   CHECK(pb.steps[2].action == StepAction::kRecord);
   CHECK(pb.steps[3].cycle == 1);
 
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx r"].calls == 2);
   CHECK(rows["nvtx r"].cpu_total_ns == 400 + 800);
   CHECK(rows["nvtx r"].self_cpu_ns == 400 + 800 - 100);
@@ -257,7 +251,7 @@ TEST_CASE("engine passes: --capture-range keeps what lies in its windows, and th
     std::map<int, test::Collected> c;
     const Run run = test::analyse(capture_of(nvtx ? "range_nvtx.tprof" : "range_profiler.tprof", nvtx), options, &c);
     CHECK(c[10].discarded == 0);  // a capture range is read in two passes from the start
-    std::map<std::string, OpStats> rows = by_kind_and_name(run);
+    std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
     CHECK(rows["nvtx op"].calls == 1);
     CHECK(rows["nvtx op"].self_cpu_ns == 200 - 50);
     CHECK(rows["nvtx op"].self_cuda_ns == 200);

@@ -26,12 +26,6 @@ using wire::Kind;
 
 namespace {
 
-std::map<std::string, OpStats> rows_of(const Run& run) {
-  std::map<std::string, OpStats> out;
-  for (const OpStats& op : run.ops) out[op.kind + " " + op.name] = op;
-  return out;
-}
-
 // Process 10. Thread 1: setup [100,500] holding a launch [200,250] #1 (its kernel
 // [300,350]), ProfilerStep#0 [1000,2000] { fwd [1100,1300] }, ProfilerStep#1 [2000,3000]
 // { fwd [2100,2300] }, teardown [3500,3900]. Thread 2: load [600,900] before the first
@@ -62,7 +56,7 @@ TEST_CASE("engine steps: without a schedule, what lies outside every step counts
   const Process& p = run.processes[0];
   REQUIRE(p.steps.size() == 2);
   CHECK(p.outside_steps_counted);
-  std::map<std::string, OpStats> rows = rows_of(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx setup"].calls == 1);
   CHECK(rows["nvtx setup"].cpu_total_ns == 400);
   CHECK(rows["nvtx setup"].self_cpu_ns == 400 - 50);
@@ -116,7 +110,7 @@ TEST_CASE("engine steps: with a schedule, what is left out is counted and said u
   REQUIRE(run.processes.size() == 1);
   const Process& p = run.processes[0];
   CHECK_FALSE(p.outside_steps_counted);
-  std::map<std::string, OpStats> rows = rows_of(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows.count("nvtx setup") == 0);
   CHECK(rows.count("nvtx teardown") == 0);
   CHECK(rows.count("cuda_api cudaLaunchKernel") == 0);
@@ -189,7 +183,7 @@ TEST_CASE("engine steps: step ranges of one thread never overlap") {
   }
   CHECK(c[10].named("ProfilerStep#0").at(0)->end_ns == kEpoch + 2000);
   // fwd is #1's child alone: #0 ends before it begins.
-  std::map<std::string, OpStats> rows = rows_of(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx ProfilerStep*"].cpu_total_ns == 1000 + 1000 + 1000 + 800 + 100 + 400);
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == 1000 + 950 + 1000 + 700 + 100 + 400);
 

@@ -25,13 +25,6 @@ using wire::Kind;
 
 namespace {
 
-// The rows by "KIND NAME".
-std::map<std::string, OpStats> by_kind_and_name(const Run& run) {
-  std::map<std::string, OpStats> out;
-  for (const OpStats& op : run.ops) out[op.kind + " " + op.name] = op;
-  return out;
-}
-
 // The table, row by row in its order, as text.
 std::vector<std::string> table(const Run& run) { return test::table_text(run.ops); }
 
@@ -72,7 +65,7 @@ TEST_CASE("engine: nesting, names defined in a later frame of another thread, st
   REQUIRE(p.steps.size() == 2);
   CHECK(p.steps[1].start_ns == kEpoch + 3010);
   CHECK(p.steps[1].dur_ns == 3800 - 3010);
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   // Two steps recorded: fwd of the first step (2100-2500, holding matmul 2200-2300), of
   // thread 2 (2050-3500, holding matmul 2060-2070) and of the second step (3100-3200);
   // fwd before the first step (1100-1150) counts too: there is no schedule.
@@ -95,14 +88,14 @@ TEST_CASE("engine: nesting, names defined in a later frame of another thread, st
 
   AnalysisOptions options;
   options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
-  rows = by_kind_and_name(test::analyse(path, options));
+  rows = test::rows_by_kind_and_name(test::analyse(path, options));
   CHECK(rows["nvtx fwd"].calls == 1);  // the second step's only
   CHECK(rows["nvtx fwd"].cpu_total_ns == 100);
   CHECK(rows["nvtx ProfilerStep*"].calls == 1);
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == 790 - 600);
   options.schedule.reset();
   options.step_marker = "^never$";  // no marker: the process is one step
-  rows = by_kind_and_name(test::analyse(path, options));
+  rows = test::rows_by_kind_and_name(test::analyse(path, options));
   CHECK(rows["nvtx fwd"].calls == 4);
   CHECK(rows["nvtx fwd"].cpu_total_ns == 50 + 400 + 1450 + 100);
   CHECK(rows["nvtx ProfilerStep*"].calls == 2);  // still folded into one row
@@ -119,7 +112,7 @@ TEST_CASE("engine: a range that starts as another ends follows it") {
       .push(2, 1100).push(3, 1100).pop(1200).push(4, 1200).pop(1300).pop(1300);  // step 1 starts as step 0 ends
   const std::string path = test::Captures().process(10).frame(1, t1).bye(2000).save("engine_back_to_back.tprof");
 
-  std::map<std::string, OpStats> rows = by_kind_and_name(test::analyse(path));
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(test::analyse(path));
   CHECK(rows["nvtx ProfilerStep*"].calls == 2);
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == (100 - 40 - 50) + (200 - 100 - 100));
   CHECK(rows["nvtx fwd"].calls == 2);
@@ -129,7 +122,7 @@ TEST_CASE("engine: a range that starts as another ends follows it") {
   CHECK(rows["nvtx bwd"].self_cpu_ns == 50 + 100);
   AnalysisOptions options;
   options.schedule = parse_schedule("wait=1,warmup=0,active=1", nullptr, nullptr);
-  rows = by_kind_and_name(test::analyse(path, options));
+  rows = test::rows_by_kind_and_name(test::analyse(path, options));
   CHECK(rows["nvtx ProfilerStep*"].calls == 1);
   CHECK(rows["nvtx ProfilerStep*"].self_cpu_ns == 200 - 100 - 100);
   CHECK(rows["nvtx fwd"].calls == 1);
@@ -173,7 +166,7 @@ TEST_CASE("engine: API calls holding driver calls, GPU records read before their
   std::map<int, test::Collected> c;
   const Run run = test::analyse(path, {}, &c);
   CHECK(run.has_gpu);
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   // fwd holds the calls of kernel 10 (100 ns) and copy 12 (10 ns) in step 0 and of
   // kernel 20 (200 ns) in step 1; the graph's two kernels (20 + 30 ns) are step 0's own.
   CHECK(rows["nvtx fwd"].self_cuda_ns == 100 + 10 + 200);
@@ -217,7 +210,7 @@ TEST_CASE("engine: API calls holding driver calls, GPU records read before their
 
   AnalysisOptions options;
   options.step_marker = "^never$";  // one step: the unmatched kernel counts too
-  rows = by_kind_and_name(test::analyse(path, options));
+  rows = test::rows_by_kind_and_name(test::analyse(path, options));
   CHECK(rows["kernel relu_kernel"].calls == 3);
   CHECK(rows["nvtx fwd"].self_cuda_ns == 100 + 10 + 200);
 }
@@ -258,7 +251,7 @@ TEST_CASE("engine: start/end ranges written after what they hold, as the bootstr
   std::map<int, test::Collected> c;
   const Run run = test::analyse(path, {}, &c);
   REQUIRE(run.processes.at(0).steps.size() == 3);
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   // Three steps of 900, 1000 and 1000 ns, holding an op each (300, 800, 800 ns) and
   // step 0 a launch of 50 ns; step 1 would end 3 ns after step 2 begins: step ranges of
   // a thread never intersect, so it ends where step 2 begins.
@@ -281,7 +274,7 @@ TEST_CASE("engine: start/end ranges written after what they hold, as the bootstr
   options.step_marker = "^never$";  // one step spanning the process
   c.clear();
   const Run whole = test::analyse(path, options, &c);
-  rows = by_kind_and_name(whole);
+  rows = test::rows_by_kind_and_name(whole);
   // train holds the three steps and the load at 6000; the load ended on thread 2 is
   // nobody's child, and the one never ended lasts until the goodbye at 10000.
   CHECK(rows["nvtx train"].self_cpu_ns == 8000 - 900 - 1003 - 1000 - 500);
@@ -324,7 +317,7 @@ TEST_CASE("engine: PyTorch op ranges") {
   const Run run = test::analyse(path);
   REQUIRE(run.processes.at(0).steps.size() == 1);
   CHECK(run.processes[0].steps[0].name == "ProfilerStep#0");  // the op's name
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["cpu_op aten::mm"].calls == 2);
   CHECK(rows["cpu_op aten::mm"].self_cuda_ns == 60);
   CHECK(rows["cpu_op aten::mm"].self_cpu_ns == 200 - 20 + 50);
@@ -369,7 +362,7 @@ TEST_CASE("engine: a step read after the records it holds") {
   const Run run = test::analyse(path, options, &c);
   REQUIRE(run.processes.at(0).steps.size() == 3);
   CHECK(run.processes[0].steps[2].name == "ProfilerStep#late");
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx ProfilerStep*"].calls == 1);
   CHECK(rows["nvtx fwd"].calls == 1);
   CHECK(rows["nvtx fwd"].cpu_total_ns == 20);
@@ -382,7 +375,7 @@ TEST_CASE("engine: a step read after the records it holds") {
   const std::string later =
       test::Captures().process(10).frame(1, a).frame(2, after).bye(4000).save("engine_later_step.tprof");
   options.schedule = parse_schedule("wait=1,warmup=0,active=2", nullptr, nullptr);  // steps 1 and 2 counted
-  rows = by_kind_and_name(test::analyse(later, options));
+  rows = test::rows_by_kind_and_name(test::analyse(later, options));
   CHECK(rows["nvtx fwd"].calls == 1);  // the one in step 0 is not counted
   CHECK(rows["nvtx fwd"].cpu_total_ns == 20);
   CHECK(rows["nvtx bwd"].calls == 1);
@@ -400,7 +393,7 @@ TEST_CASE("engine: a start/end range read after the records it holds") {
   const std::string path =
       test::Captures().process(10).frame(1, a).frame(1, next).bye(4000).save("engine_late_start_end.tprof");
   std::map<int, test::Collected> c;
-  std::map<std::string, OpStats> rows = by_kind_and_name(test::analyse(path, {}, &c));
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(test::analyse(path, {}, &c));
   // Step 0 [1000,2000] holds load [1050,1500], which holds fwd [1100,1200].
   CHECK(rows["nvtx load"].calls == 1);
   CHECK(rows["nvtx load"].self_cpu_ns == 450 - 100);
@@ -432,7 +425,7 @@ TEST_CASE("engine: unended ranges close at their thread's last record, start/end
   CHECK(at(p, "s", 1000).end_ns == kEpoch + 5000);
   CHECK(at(p, "s", 1000).self_ns == 4000 - 100);
   CHECK(at(p, "s", 1000).unterminated);
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx a"].cpu_total_ns == 800);
   CHECK(rows["nvtx s"].cpu_total_ns == 4000);
   CHECK(has_warning(run.processes.at(0), "3 ranges never ended"));
@@ -456,7 +449,7 @@ TEST_CASE("engine: a fork copy and its exec'd image are one process, string ids 
   REQUIRE(p.steps.size() == 1);  // one step over both images
   CHECK(p.steps[0].start_ns == kEpoch + 5000);
   CHECK(c[200].discarded == 0);  // two images: read in two passes from the start
-  std::map<std::string, OpStats> rows = by_kind_and_name(run);
+  std::map<std::string, OpStats> rows = test::rows_by_kind_and_name(run);
   CHECK(rows["nvtx forked"].calls == 1);
   CHECK(rows["nvtx forked"].cpu_total_ns == 100);
   CHECK(rows["nvtx exec_child"].calls == 1);
@@ -471,7 +464,7 @@ TEST_CASE("engine: a fork copy and its exec'd image are one process, string ids 
 // inside it is open leaves that one to the range around it.
 TEST_CASE("engine: ties, overlapping domains and crossing ranges") {
   auto rows_of = [](const std::string& file, const Slots& s) {
-    return by_kind_and_name(test::analyse(test::Captures().process(10).frame(1, s).save(file)));
+    return test::rows_by_kind_and_name(test::analyse(test::Captures().process(10).frame(1, s).save(file)));
   };
   Slots tie;  // b starts at the nanosecond a ended, and is empty: read after a's pop, a sibling
   tie.str(1, "a").str(2, "b").push(1, 1000).pop(1100).push(2, 1100).pop(1100);

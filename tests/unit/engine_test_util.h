@@ -85,6 +85,13 @@ inline std::vector<std::string> table_text(const std::vector<OpStats>& ops) {
   return out;
 }
 
+// A run's rows by "KIND NAME".
+inline std::map<std::string, OpStats> rows_by_kind_and_name(const Run& run) {
+  std::map<std::string, OpStats> out;
+  for (const OpStats& op : run.ops) out[op.kind + " " + op.name] = op;
+  return out;
+}
+
 // Writes `bytes` (a CaptureBuilder's) to a file under the test directory; returns its path.
 inline std::string write_capture(const std::string& bytes, const std::string& name) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "torchprof_unit";
