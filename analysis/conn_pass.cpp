@@ -31,6 +31,27 @@ Name step_row_name(const Name& shown) {
 
 bool ProcessState::kept(int64_t t) const { return windows == nullptr || inside_windows(*windows, t); }
 
+bool ProcessState::memory_counted(int64_t t, int32_t step) {
+  if (!kept(t)) return false;
+  if (step >= 0 || outside_counts) return counted(step);
+  if (!spans_made) {
+    spans_made = true;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      if (!recorded(steps[k].action)) continue;
+      const int64_t end = steps[k].start_ns + steps[k].dur_ns;
+      if (k > 0 && recorded(steps[k - 1].action) && !recorded_spans.empty()) {
+        recorded_spans.back().second = std::max(recorded_spans.back().second, end);
+      } else {
+        recorded_spans.emplace_back(steps[k].start_ns, end);
+      }
+    }
+  }
+  for (const auto& [start, end] : recorded_spans) {
+    if (start <= t && t < end) return true;
+  }
+  return false;
+}
+
 void LongestSlices::prune() {
   if (kept_.size() <= limit_) return;
   auto longer = [](const TimelineSlice& a, const TimelineSlice& b) {
@@ -142,6 +163,8 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
     case wire::Kind::kCategory: define(r, extra, extra_bytes); return;
     case wire::Kind::kStart: start_record(r, tid, t); return;
     case wire::Kind::kEnd: touch(t, epoch(r.ts)); return;
+    case wire::Kind::kTensorAlloc:
+    case wire::Kind::kTensorFree: tensor_memory(r, tid, t); return;
     default: break;
   }
   if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) {
@@ -308,6 +331,9 @@ void ConnPass::start_record(const wire::Record& r, uint32_t tid, ThreadState& t)
   return nullptr;
 }
 
+// A PyTorch op range (the op observer's, or an op message's).
+inline bool is_op(const Open& o) { return o.op_call || o.kind->op != nullptr; }
+
 [[gnu::always_inline]] inline void ConnPass::close(ThreadState& t, uint32_t tid, size_t pos, int64_t end,
                                                    bool unterminated) {
   if (pos + 1 == t.stack.size()) [[likely]] {
@@ -329,13 +355,47 @@ void ConnPass::start_record(const wire::Record& r, uint32_t tid, ThreadState& t)
   if (!o.kept) return;
   const int64_t dur = end - o.start;
   const int64_t self = std::max<int64_t>(0, dur - o.children);
-  if (Open* parent = parent_of(t, pos)) parent->children += dur;
+  if (Open* parent = parent_of(t, pos)) {
+    parent->children += dur;
+    parent->mem_total[0] += o.mem_total[0];
+    parent->mem_total[1] += o.mem_total[1];
+    ++parent->child_count;
+    parent->child_same = o.counted && is_op(o) && is_op(*parent) &&
+                         (parent->kind == o.kind || parent->kind->shown == o.kind->shown);
+    if (parent->child_same) [[unlikely]] {
+      parent->child_kind = o.kind;
+      parent->child_dur = dur;
+      parent->child_self = self;
+      for (int d = 0; d < 2; ++d) {
+        parent->child_mem_self[d] = o.mem_self[d];
+        parent->child_mem[d] = o.mem_total[d];
+      }
+    }
+  }
   if (o.counted) {
     RowStats& s = o.kind->stats;
     s.add_use({st_.process_index, 0, tid, o.start, -end, o.seq});
     ++s.calls;
     s.total_ns += dur;
     s.self_ns += self;
+    for (int d = 0; d < 2; ++d) {
+      s.mem_self[d] += o.mem_self[d];
+      s.mem_total[d] += o.mem_total[d];
+    }
+    if (o.child_same && o.child_count == 1) [[unlikely]] {
+      // Its only child is the same op again (aten::div calling aten::div): torch's table
+      // shows one call, with the child's self time and memory as its own.
+      RowStats& c = o.child_kind->stats;
+      --c.calls;
+      c.total_ns -= o.child_dur;
+      c.self_ns -= o.child_self;
+      s.self_ns += o.child_self;
+      for (int d = 0; d < 2; ++d) {
+        c.mem_total[d] -= o.child_mem[d];
+        c.mem_self[d] -= o.child_mem_self[d];
+        s.mem_self[d] += o.child_mem_self[d];
+      }
+    }
   } else {
     st_.left_out(o.step);
   }
@@ -441,6 +501,51 @@ void ConnPass::start_end_off_thread(const StartEndRange& se) {
   emit_range(o, se.tid, se.end_ns, dur, !se.ended, se.end_tid);
 }
 
+// A tensor allocation or free: its bytes count for the innermost range open on its thread
+// (Self) and, once they close, for the ranges around it (total), as torch counts them; a
+// free counts only when its allocation did (the profiler saw it made).
+void ConnPass::tensor_memory(const wire::Record& r, uint32_t tid, ThreadState& t) {
+  const int64_t ts = epoch(r.ts);
+  touch(t, ts);
+  if (ts >= t.boundary) [[unlikely]]
+    settle(t, tid, ts, /*inclusive=*/false);
+  if (st_.tensors == nullptr) st_.tensors = std::make_unique<TensorMemory>(scan_ != nullptr ? &st_.steps : nullptr);
+  const bool alloc = r.kind == static_cast<uint8_t>(wire::Kind::kTensorAlloc);
+  const uint8_t device = r.domain == 0 ? 0 : 1;
+  Open* inner = parent_of(t, t.stack.size());
+  const int32_t step = step_of(t, ts);
+  bool counted = st_.memory_counted(ts, step);
+  int64_t delta = 0;
+  if (alloc) {
+    Name top;
+    for (const Open& o : t.stack) {
+      if (o.kept && o.kind->role != kRoleMarker) {
+        top = o.kind->shown;
+        break;
+      }
+    }
+    delta = st_.tensors->alloc(device, r.a, r.b, ts, step, inner != nullptr ? inner->kind->shown : Name(), top,
+                               counted);
+  } else {
+    delta = -st_.tensors->free(device, r.a, ts, &counted);
+  }
+  if (delta == 0) return;
+  if (inner != nullptr && counted) {
+    inner->mem_self[device] += delta;
+    inner->mem_total[device] += delta;
+  }
+  if (!st_.wants.records || !st_.kept(ts)) return;
+  MemoryEvent m;
+  m.alloc = alloc;
+  m.device_type = static_cast<uint8_t>(r.domain);
+  m.ts_ns = ts;
+  m.address = r.a;
+  m.bytes = static_cast<uint64_t>(delta < 0 ? -delta : delta);
+  m.step = step;
+  m.tid = tid;
+  st_.tensor_events.push_back(m);
+}
+
 int32_t ConnPass::stack_node(ThreadState& t) {
   int32_t parent = -1;
   for (Open& o : t.stack) {
@@ -483,7 +588,11 @@ void ConnPass::api_call(const wire::Record& r, uint32_t tid, ThreadState& t) {
   if (t.calls.size() == kMaxClosedCalls) t.calls.erase(t.calls.begin());
   t.calls.push_back({start, end});
   Open* parent = parent_of(t, t.stack.size());
-  if (parent != nullptr && kept) parent->children += dur - held;
+  if (parent != nullptr && kept) {
+    parent->children += dur - held;
+    ++parent->child_count;
+    parent->child_same = false;
+  }
   if (!kept) {
     // Outside the capture range: so is the GPU work it launched, wherever that ran.
     if (r.b != 0) launch(r.b, Launch{start, end, name, -1, step, tid, 0, false, runtime});

@@ -28,6 +28,7 @@
 #include "analysis/process_info.h"
 #include "analysis/process_scan.h"
 #include "analysis/rows.h"
+#include "analysis/tensor_memory.h"
 #include "analysis/trace_sink.h"
 #include "reading/capture_scan.h"
 
@@ -96,6 +97,8 @@ struct ProcessState {
   std::array<IntervalSet, 3> roles;         // runtime, DataLoader, CPU exec (overview.h's order)
   std::vector<GpuRecord> gpu_records;
   std::vector<MemoryEvent> memory_events;
+  std::unique_ptr<TensorMemory> tensors;    // made at the first tensor record
+  std::vector<MemoryEvent> tensor_events;   // for the traces
   LongestSlices slices;
   RunStats stats;
   std::map<std::string, int64_t> folded;
@@ -127,6 +130,12 @@ struct ProcessState {
     return ++next_external_id[static_cast<size_t>(cycle)];
   }
   bool kept(int64_t t) const;
+  // Whether a tensor allocation at `t` in `step` is one torch's profiler would have seen:
+  // in a recorded step, or between two recorded steps one after the other (its profiler
+  // stays on from the first active step to the last).
+  bool memory_counted(int64_t t, int32_t step);
+  std::vector<std::pair<int64_t, int64_t>> recorded_spans;  // made at the first call
+  bool spans_made = false;
 };
 
 // The overview's CPU roles, in the order of Process::cpu_roles.
@@ -173,6 +182,18 @@ struct Open {
   bool counted = false;
   bool kept = true;
   bool op_call = false;   // a kOpBegin: attr is its op word, payload its RecordFunction handle
+  int64_t mem_self[2] = {0, 0};   // tensor memory (CPU, CUDA) with nothing open inside it
+  int64_t mem_total[2] = {0, 0};  // and with the ranges inside it
+  // Its direct children so far (ranges and API calls), and whether the last was a
+  // counted op of its own name: an only child of that name is left out of the rows, as
+  // torch's table leaves it out (EventList._remove_dup_nodes).
+  uint32_t child_count = 0;
+  bool child_same = false;
+  RangeKind* child_kind = nullptr;  // that child's row, duration, self time and memory
+  int64_t child_dur = 0;
+  int64_t child_self = 0;
+  int64_t child_mem_self[2] = {0, 0};
+  int64_t child_mem[2] = {0, 0};
 };
 
 // An API call already closed that a later one may turn out to hold (a driver call inside
@@ -238,6 +259,7 @@ class ConnPass {
   void flush_mark();
   void start_record(const wire::Record& r, uint32_t tid, ThreadState& t);
   void api_call(const wire::Record& r, uint32_t tid, ThreadState& t);
+  void tensor_memory(const wire::Record& r, uint32_t tid, ThreadState& t);
 
   // ---- ranges ----
   // Closes the range at stack[pos] at `end`: counts it, hands it on, and adds its time to

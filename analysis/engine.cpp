@@ -192,6 +192,11 @@ void finish_process(ProcessState& st) {
                    [](const GpuRecord& x, const GpuRecord& y) { return x.start_ns < y.start_ns; });
   proc.memory_events = std::move(st.memory_events);
   running_totals(proc.memory_events);
+  if (st.tensors != nullptr && st.tensors->any()) {
+    proc.tensor_memory = std::move(st.tensor_events);
+    running_totals(proc.tensor_memory);
+    proc.tensor_summary = st.tensors->finish(proc.steps.empty() ? st.steps : proc.steps);
+  }
   for (size_t r = 0; r < st.roles.size(); ++r) {
     proc.roles_filled_ns += st.roles[r].filled_ns();
     proc.cpu_roles[r] = st.roles[r].take();

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analysis/analysis.h"
+#include "analysis/rows.h"
 #include "common/errors.h"
 
 namespace torchprof {
@@ -113,6 +114,7 @@ Run merge_runs(std::vector<Run> runs, const std::vector<MergeSource>& sources) {
       row.cpu_total_ns += op.cpu_total_ns;
       row.self_cuda_ns += op.self_cuda_ns;
       row.cuda_total_ns += op.cuda_total_ns;
+      add_memory(row, op);
     }
     for (TimelineSlice& s : run.timeline) {
       s.input = static_cast<int>(i);

@@ -197,7 +197,8 @@ struct GpuRecord {
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
 
-// A device memory allocation or release (CUPTI MEMORY2).
+// A device memory allocation or release (CUPTI MEMORY2), or a tensor's from torch's
+// allocators (--profile-memory: Process::tensor_memory).
 struct MemoryEvent {
   bool alloc = true;         // false: release
   uint32_t device = 0;
@@ -211,6 +212,37 @@ struct MemoryEvent {
   int64_t live_bytes = 0;    // analysis: bytes allocated on the device after this event
   int32_t step = -1;         // analysis
   uint32_t tid = 0;          // the thread of the API call that caused it, else 0
+  uint8_t device_type = 1;   // c10's DeviceType: 0 CPU, 1 CUDA
+};
+
+// A step's tensor memory (--profile-memory), per device type.
+struct StepMemory {
+  int step = 0;               // index into Process::steps
+  int64_t start_bytes = 0;    // allocated when the step began
+  int64_t peak_bytes = 0;     // the most allocated during it
+  int64_t end_bytes = 0;      // allocated when it ended
+  uint64_t allocated = 0;     // bytes allocated during it
+  std::string peak_op;        // the op (innermost range) running at the peak, "" none
+};
+
+// Tensor allocations made during the steps that outlived them, by the op that made them.
+struct SurvivingAllocations {
+  std::string op;             // the innermost range open at the allocation
+  std::string top;            // the outermost op around it (below the step's range)
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  int steps = 0;              // the steps they were made in
+};
+
+// What a process's tensor memory says (analysis/tensor_memory.h).
+struct TensorMemorySummary {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t allocated_bytes = 0;     // bytes allocated
+  uint64_t unpaired_frees = 0;      // frees of memory allocated before recording began
+  std::array<int64_t, 2> peak_bytes{};  // CPU, CUDA: the most allocated at once
+  std::vector<StepMemory> steps[2]; // CPU, CUDA: per step, in step order
+  std::vector<SurvivingAllocations> surviving;  // most bytes first
 };
 
 // deviceProperties of one GPU, in Kineto's names.
@@ -311,6 +343,10 @@ struct Process {
   // GPU side (CUPTI); API calls are CPU events.
   std::vector<GpuRecord> gpu_records;      // sorted by start_ns
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
+  // torch's tensor allocations and frees (--profile-memory), sorted by ts_ns, with their
+  // running totals; kept for the traces only.
+  std::vector<MemoryEvent> tensor_memory;
+  std::optional<TensorMemorySummary> tensor_summary;  // set when tensor memory was recorded
   // What the overview's step time breakdown needs of the CPU side: the merged intervals
   // of the CUDA runtime calls, DataLoader ranges and other ranges (step markers aside) of
   // the recorded steps (analysis/overview.h). Kept to a bounded number of intervals: past
@@ -348,6 +384,13 @@ struct OpStats {
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
   std::string mangled;        // kernels: the name as recorded (name is demangled)
+  // Tensor memory (--profile-memory) as torch's profile_memory counts it: the bytes
+  // allocated less the bytes freed while the row's ranges ran (total: inside them and
+  // the ranges inside them; self: with nothing else open inside them), CPU and CUDA.
+  int64_t cpu_memory = 0;
+  int64_t self_cpu_memory = 0;
+  int64_t cuda_memory = 0;
+  int64_t self_cuda_memory = 0;
   // cpu_op rows: part of the row's key when grouped by input shape, and when the ops
   // carry Python stacks (the first kOpStackFrames frames, innermost first).
   std::string input_shapes;

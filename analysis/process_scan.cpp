@@ -135,7 +135,9 @@ class ConnScanner {
             out_.start_ends.back().payload = r.b;
           }
           break;
-        case wire::Kind::kThreadStart: touch(r.ts); break;
+        case wire::Kind::kThreadStart:
+        case wire::Kind::kTensorAlloc:
+        case wire::Kind::kTensorFree: touch(r.ts); break;
         case wire::Kind::kCudaRuntime:
         case wire::Kind::kCudaDriver: {
           const int64_t start_ts = touch(r.ts);

@@ -36,6 +36,8 @@ struct RowStats {
   int64_t total_ns = 0;
   int64_t self_cuda_ns = 0;
   int64_t cuda_total_ns = 0;
+  int64_t mem_self[2] = {0, 0};   // tensor memory, CPU and CUDA (OpStats' *_memory)
+  int64_t mem_total[2] = {0, 0};
   FirstUse first;
   uint32_t mangled = 0;  // kernels: the string id of the first counted record's name
 
@@ -43,6 +45,13 @@ struct RowStats {
     if (calls == 0 || here.key() < first.key()) first = here;
   }
 };
+
+inline void add_memory(OpStats& to, const OpStats& from) {
+  to.cpu_memory += from.cpu_memory;
+  to.self_cpu_memory += from.self_cpu_memory;
+  to.cuda_memory += from.cuda_memory;
+  to.self_cuda_memory += from.self_cuda_memory;
+}
 
 struct Row {
   OpStats stats;
@@ -75,6 +84,10 @@ class Rows {
     r.stats.cpu_total_ns += st.total_ns;
     r.stats.self_cuda_ns += st.self_cuda_ns;
     r.stats.cuda_total_ns += st.cuda_total_ns;
+    r.stats.self_cpu_memory += st.mem_self[0];
+    r.stats.cpu_memory += st.mem_total[0];
+    r.stats.self_cuda_memory += st.mem_self[1];
+    r.stats.cuda_memory += st.mem_total[1];
     if (st.first.key() < r.first.key()) {
       r.first = st.first;
       if (!mangled.empty()) r.stats.mangled = mangled;
@@ -95,6 +108,7 @@ class Rows {
       r.stats.cpu_total_ns += o.stats.cpu_total_ns;
       r.stats.self_cuda_ns += o.stats.self_cuda_ns;
       r.stats.cuda_total_ns += o.stats.cuda_total_ns;
+      add_memory(r.stats, o.stats);
       if (o.first.key() < r.first.key()) {
         r.first = o.first;
         if (!o.stats.mangled.empty()) r.stats.mangled = o.stats.mangled;

@@ -181,10 +181,11 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 
 std::string pytorch_ops_setting(const RunOptions& options) {
   const bool shapes = options.record_shapes || options.output.group_by_input_shape;
-  if (!options.pytorch_ops && !shapes && !options.with_stack) return "";
+  if (!options.pytorch_ops && !shapes && !options.with_stack && !options.profile_memory) return "";
   std::string value = "ops";
   if (shapes) value += ",shapes";
   if (options.with_stack) value += ",stack";
+  if (options.profile_memory) value += ",memory";
   return value;
 }
 
@@ -238,6 +239,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_flag("--with-stack", options->with_stack,
                "Record each operator's Python source location; adds a Source Location column "
                "(implies --pytorch-ops)");
+  app.add_flag("--profile-memory", options->profile_memory,
+               "Record torch's tensor allocations and frees: CPU Mem / Self CPU Mem per operator, "
+               "memory per step and the leak finding (implies --pytorch-ops)");
   // Everything from PROGRAM on belongs to the program, options included.
   app.prefix_command();
   return [options, &app, &line] {

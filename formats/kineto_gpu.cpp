@@ -214,14 +214,22 @@ void append_memory_event(json::Buffer& out, const MemoryEvent& m, int pid, uint3
   json::append_uint(out, tid);
   out += ", \"ts\": ";
   json::append_us(out, m.ts_ns - base_ns);
-  // Device Type 1 is CUDA in c10's DeviceType; frees carry negative bytes, as in torch.
-  out += ",\n    \"args\": {\"Device Type\": 1, \"Device Id\": ";
-  json::append_uint(out, m.device);
+  // Device Type in c10's DeviceType (0 CPU, 1 CUDA); frees carry negative bytes, as in
+  // torch. CPU tensors are on device -1, as torch writes them.
+  out += ",\n    \"args\": {\"Device Type\": ";
+  json::append_uint(out, m.device_type);
+  out += ", \"Device Id\": ";
+  if (m.device_type == 0) {
+    out += "-1";
+  } else {
+    json::append_uint(out, m.device);
+  }
   out += ", \"Addr\": ";
   json::append_uint(out, m.address);
   out += ", \"Bytes\": ";
   json::append_int(out, m.alloc ? static_cast<int64_t>(m.bytes) : -static_cast<int64_t>(m.bytes));
-  // Allocations seen through CUPTI are what the driver handed out: allocated = reserved here.
+  // Allocations seen through CUPTI are what the driver handed out, and CPU tensors have no
+  // cache: allocated = reserved here.
   out += ", \"Total Allocated\": ";
   json::append_int(out, m.live_bytes);
   out += ", \"Total Reserved\": ";

@@ -259,6 +259,16 @@ class CycleWriter {
       kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
       flush();
     }
+    for (const MemoryEvent& m : proc.tensor_memory) {
+      const bool in_cycle = m.step < 0 ? outside
+                                       : static_cast<size_t>(m.step) < proc.steps.size() && proc.steps[m.step].cycle == cycle_;
+      if (!in_cycle) continue;
+      extent_.start = std::min(extent_.start, m.ts_ns);
+      extent_.end = std::max(extent_.end, m.ts_ns);
+      begin_value();
+      kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
+      flush();
+    }
     for (const Step& s : proc.steps) {
       if (s.cycle == cycle_ && needs_synthetic_step(s)) synthetic_step(s);
     }

@@ -9,6 +9,7 @@
 #include "analysis/gpu_analysis.h"
 #include "analysis/overview.h"
 #include "analysis/rank_steps.h"
+#include "analysis/tensor_memory.h"
 #include "formats/overview_json.h"
 #include "formats/rank_table.h"
 #include "common/wire/wire.h"
@@ -113,7 +114,13 @@ Json steps_json(const Run& run) {
   return steps;
 }
 
+bool has_tensor_memory(const Run& run) {
+  return std::any_of(run.processes.begin(), run.processes.end(),
+                     [](const Process& p) { return p.tensor_summary.has_value(); });
+}
+
 Json ops_json(const Run& run) {
+  const bool with_memory = has_tensor_memory(run);
   Json ops = Json::array();
   for (const OpStats& o : run.ops) {
     ops.push_back({{"name", o.name},
@@ -124,6 +131,13 @@ Json ops_json(const Run& run) {
                    {"self_cuda_ns", o.self_cuda_ns},
                    {"cuda_total_ns", o.cuda_total_ns},
                    {"input_shapes", nullptr}});
+    if (with_memory) {
+      // torch's FunctionEventAvg names, in bytes.
+      ops.back()["cpu_memory_usage"] = o.cpu_memory;
+      ops.back()["self_cpu_memory_usage"] = o.self_cpu_memory;
+      ops.back()["cuda_memory_usage"] = o.cuda_memory;
+      ops.back()["self_cuda_memory_usage"] = o.self_cuda_memory;
+    }
     // Shapes are a row's own only when rows were grouped by them.
     if (!o.input_shapes.empty()) ops.back()["input_shapes"] = o.input_shapes;
     if (!o.stack.empty()) ops.back()["stack"] = o.stack;
@@ -209,6 +223,57 @@ Json gpu_json(const Run& run) {
           {"notices", run.gpu_notices}};
 }
 
+const char* device_type_name(size_t dev) { return dev == 0 ? "cpu" : "cuda"; }
+
+// --profile-memory: torch's tensor allocations per process, and per step.
+Json tensor_memory_json(const Run& run) {
+  Json procs = Json::array();
+  for (const Process& p : run.processes) {
+    if (!p.tensor_summary) continue;
+    const TensorMemorySummary& m = *p.tensor_summary;
+    Json steps = Json::array();
+    for (size_t dev = 0; dev < 2; ++dev) {
+      for (const StepMemory& s : m.steps[dev]) {
+        steps.push_back({{"index", p.steps[static_cast<size_t>(s.step)].index},
+                         {"device_type", device_type_name(dev)},
+                         {"start_bytes", s.start_bytes},
+                         {"peak_bytes", s.peak_bytes},
+                         {"end_bytes", s.end_bytes},
+                         {"allocated_bytes", s.allocated},
+                         {"peak_op", s.peak_op.empty() ? Json(nullptr) : Json(s.peak_op)}});
+      }
+    }
+    procs.push_back({{"pid", p.pid},
+                     {"allocations", m.allocations},
+                     {"frees", m.frees},
+                     {"allocated_bytes", m.allocated_bytes},
+                     {"unpaired_frees", m.unpaired_frees},
+                     {"peak_bytes", {{"cpu", m.peak_bytes[0]}, {"cuda", m.peak_bytes[1]}}},
+                     {"steps", std::move(steps)}});
+  }
+  return procs;
+}
+
+Json surviving_json(const SurvivingAllocations& s) {
+  return {{"op", s.op}, {"called_from", s.top.empty() || s.top == s.op ? Json(nullptr) : Json(s.top)},
+          {"bytes", s.bytes}, {"allocations", s.allocations}, {"steps", s.steps}};
+}
+
+// The first process whose tensor memory leaks, or null.
+Json leak_json(const Run& run) {
+  for (const Process& p : run.processes) {
+    if (!p.tensor_summary) continue;
+    const std::optional<LeakFinding> f = leak_finding(*p.tensor_summary);
+    if (!f) continue;
+    Json ops = Json::array();
+    for (const SurvivingAllocations& s : f->ops) ops.push_back(surviving_json(s));
+    return {{"pid", p.pid}, {"device_type", device_type_name(static_cast<size_t>(f->device))},
+            {"bytes_per_step", f->bytes_per_step}, {"steps", f->steps}, {"rises", f->rises},
+            {"ops", std::move(ops)}};
+  }
+  return nullptr;
+}
+
 Json memory_json(const Run& run) {
   Json peak = Json::object();
   Json per_step = Json::array();
@@ -232,9 +297,16 @@ Json memory_json(const Run& run) {
       per_step.push_back({{"pid", p.pid}, {"index", p.steps[k].index}, {"peak_bytes_per_device", std::move(devs)}});
     }
   }
-  return {{"peak_bytes_per_device", std::move(peak)}, {"peak_bytes_per_step", std::move(per_step)},
-          {"alloc_bytes", alloc_bytes},  {"free_bytes", free_bytes},
-          {"allocations", allocations},  {"frees", frees}};
+  Json j = {{"peak_bytes_per_device", std::move(peak)}, {"peak_bytes_per_step", std::move(per_step)},
+            {"alloc_bytes", alloc_bytes},  {"free_bytes", free_bytes},
+            {"allocations", allocations},  {"frees", frees}};
+  if (has_tensor_memory(run)) {
+    j["tensors"] = tensor_memory_json(run);
+    j["leak"] = leak_json(run);
+    // What the caching allocator's statistics would tell: not recorded for CPU tensors.
+    j["fragmentation"] = nullptr;
+  }
+  return j;
 }
 
 Json warnings_json(const Run& run) {

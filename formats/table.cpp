@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "analysis/rows.h"
 #include "common/errors.h"
 
 namespace torchprof {
@@ -33,7 +34,11 @@ double sort_value(const OpStats& op, const std::string& key) {
   if (key == "cpu_time") return avg_us(op.cpu_total_ns, op.calls);
   if (key == "cuda_time") return avg_us(op.cuda_total_ns, op.calls);
   if (key == "count") return static_cast<double>(op.calls);
-  return 0.0;  // memory keys: no memory data is recorded per op yet
+  if (key == "cpu_memory_usage") return static_cast<double>(op.cpu_memory);
+  if (key == "self_cpu_memory_usage") return static_cast<double>(op.self_cpu_memory);
+  if (key == "cuda_memory_usage") return static_cast<double>(op.cuda_memory);
+  if (key == "self_cuda_memory_usage") return static_cast<double>(op.self_cuda_memory);
+  return 0.0;
 }
 
 std::string resolve_sort_key(const std::string& sort, bool has_gpu) {
@@ -62,6 +67,7 @@ std::vector<OpStats> fold_steps(const std::vector<OpStats>& ops) {
     row.cpu_total_ns += op.cpu_total_ns;
     row.self_cuda_ns += op.self_cuda_ns;
     row.cuda_total_ns += op.cuda_total_ns;
+    add_memory(row, op);
   }
   return folded;
 }
@@ -105,6 +111,14 @@ std::vector<Column> columns(const TableRows& t) {
     cols.push_back({"CUDA time avg", [](const OpStats& o) {
                       return format_time_us(avg_us(o.cuda_total_ns, o.calls));
                     }});
+  }
+  if (t.profile_memory) {
+    cols.push_back({"CPU Mem", [](const OpStats& o) { return format_memory(o.cpu_memory); }});
+    cols.push_back({"Self CPU Mem", [](const OpStats& o) { return format_memory(o.self_cpu_memory); }});
+    if (t.has_cuda_mem) {
+      cols.push_back({"CUDA Mem", [](const OpStats& o) { return format_memory(o.cuda_memory); }});
+      cols.push_back({"Self CUDA Mem", [](const OpStats& o) { return format_memory(o.self_cuda_memory); }});
+    }
   }
   cols.push_back({"# of Calls", [](const OpStats& o) { return std::to_string(o.calls); }});
   if (t.shapes_width > 0) {
@@ -173,6 +187,8 @@ TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
     if (!any_device_row || is_device_row(op)) t.self_cuda_total_ns += op.self_cuda_ns;
     if (op.self_cuda_ns != 0 || op.cuda_total_ns != 0) t.has_gpu = true;
     longest = std::max(longest, utf8_length(op.name));
+    t.profile_memory |= op.cpu_memory != 0 || op.self_cpu_memory != 0 || op.cuda_memory != 0 || op.self_cuda_memory != 0;
+    t.has_cuda_mem |= op.self_cuda_memory > 0;
   }
   t.sort_key = resolve_sort_key(options.sort, t.has_gpu);
   std::stable_sort(t.rows.begin(), t.rows.end(), [&](const OpStats& x, const OpStats& y) {
@@ -259,6 +275,8 @@ std::string render_table(const TableRows& t) {
 std::string render_csv(const TableRows& t) {
   std::string out = "Name,Self CPU %,Self CPU (us),CPU total %,CPU total (us),CPU time avg (us)";
   if (t.has_gpu) out += ",Self CUDA (us),Self CUDA %,CUDA total (us),CUDA time avg (us)";
+  if (t.profile_memory) out += ",CPU Mem (B),Self CPU Mem (B)";
+  if (t.profile_memory && t.has_cuda_mem) out += ",CUDA Mem (B),Self CUDA Mem (B)";
   out += ",# of Calls";
   if (t.shapes_width > 0) out += ",Input Shapes";
   if (t.source_width > 0) out += ",Source Location";
@@ -274,6 +292,10 @@ std::string render_csv(const TableRows& t) {
     if (t.has_gpu) {
       out += "," + fixed(us(o.self_cuda_ns), 3) + "," + fixed(share(us(o.self_cuda_ns), cuda_total), 2);
       out += "," + fixed(us(o.cuda_total_ns), 3) + "," + fixed(avg_us(o.cuda_total_ns, o.calls), 3);
+    }
+    if (t.profile_memory) out += "," + std::to_string(o.cpu_memory) + "," + std::to_string(o.self_cpu_memory);
+    if (t.profile_memory && t.has_cuda_mem) {
+      out += "," + std::to_string(o.cuda_memory) + "," + std::to_string(o.self_cuda_memory);
     }
     out += "," + std::to_string(o.calls);
     if (t.shapes_width > 0) out += "," + csv_quote(shapes_cell(o));
@@ -330,6 +352,13 @@ nlohmann::ordered_json table_rows_json(const TableRows& t) {
                          {"cpu_total_ns", o.cpu_total_ns},
                          {"self_cuda_ns", o.self_cuda_ns},
                          {"cuda_total_ns", o.cuda_total_ns}});
+    if (t.profile_memory) {
+      auto& row = j["rows"].back();
+      row["cpu_memory_usage"] = o.cpu_memory;
+      row["self_cpu_memory_usage"] = o.self_cpu_memory;
+      row["cuda_memory_usage"] = o.cuda_memory;
+      row["self_cuda_memory_usage"] = o.self_cuda_memory;
+    }
     if (!o.input_shapes.empty()) j["rows"].back()["input_shapes"] = o.input_shapes;
     if (!o.stack.empty()) j["rows"].back()["stack"] = o.stack;
   }
@@ -344,6 +373,23 @@ std::string format_time_us(double time_us) {
     std::snprintf(buf, sizeof buf, "%.3fms", time_us / 1e3);
   } else {
     std::snprintf(buf, sizeof buf, "%.3fus", time_us);
+  }
+  return buf;
+}
+
+std::string format_memory(int64_t bytes) {
+  constexpr double kKb = 1024.0, kMb = 1024.0 * kKb, kGb = 1024.0 * kMb;
+  const double v = static_cast<double>(bytes);
+  const double mag = v < 0 ? -v : v;
+  char buf[64];
+  if (mag >= kGb) {
+    std::snprintf(buf, sizeof buf, "%.2f Gb", v / kGb);
+  } else if (mag >= kMb) {
+    std::snprintf(buf, sizeof buf, "%.2f Mb", v / kMb);
+  } else if (mag >= kKb) {
+    std::snprintf(buf, sizeof buf, "%.2f Kb", v / kKb);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld b", static_cast<long long>(bytes));
   }
   return buf;
 }

@@ -31,6 +31,10 @@ struct TableRows {
   // them), Source Location when a row has a Python stack. 0 = no such column.
   size_t shapes_width = 0;
   size_t source_width = 0;
+  // Tensor memory columns (--profile-memory): CPU Mem and Self CPU Mem when a row has
+  // memory, CUDA Mem and Self CUDA Mem when a row has Self CUDA memory above 0 (torch's rule).
+  bool profile_memory = false;
+  bool has_cuda_mem = false;
   // What the rows leave out, said under the table (Run::left_out_*): ranges, API calls
   // and GPU records of steps a schedule does not record, and those outside every step.
   uint64_t left_out_in_steps = 0;
@@ -56,6 +60,8 @@ nlohmann::ordered_json table_rows_json(const TableRows& rows);
 
 // torch's _format_time / _format_time_share, on microseconds.
 std::string format_time_us(double us);
+// Bytes as torch's _format_memory prints them: "1.50 Mb", "-213.00 Kb", "512 b".
+std::string format_memory(int64_t bytes);
 std::string format_share(double part, double total);
 
 // Length in code points (Python's len(str)) and the first n code points.

@@ -108,6 +108,19 @@ void remember_env(Config& c) {
   }
 }
 
+// Whether the comma list `list` has `word` as one of its items.
+bool comma_list_has(const char* list, const char* word) {
+  const size_t n = strlen(word);
+  for (const char* p = list; *p != '\0';) {
+    const char* comma = strchr(p, ',');
+    const size_t len = comma != nullptr ? static_cast<size_t>(comma - p) : strlen(p);
+    if (len == n && strncmp(p, word, n) == 0) return true;
+    if (comma == nullptr) break;
+    p = comma + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 const Config& config() { return g_config; }
@@ -139,6 +152,8 @@ void load_config() {
   c.trace_cuda = trace_lists(trace, "cuda");
   c.trace_gpu = trace_lists(trace, "gpu");
   c.trace_memory = trace_lists(trace, "memory");
+  const char* ops = getenv(env::kPytorchOps);
+  c.tensor_memory = ops != nullptr && comma_list_has(ops, "memory");
   const char* paused = getenv(env::kPaused);
   c.paused = paused != nullptr && strcmp(paused, "1") == 0;
   remember_env(c);

@@ -37,6 +37,8 @@ struct Config {
   bool trace_cuda = true;           // … cuda: runtime/driver API calls (CUPTI callbacks)
   bool trace_gpu = true;            // … gpu: kernels, copies, sets, syncs (CUPTI activity)
   bool trace_memory = true;         // … memory: device allocations and frees (CUPTI MEMORY2)
+  bool tensor_memory = false;       // TORCHPROF_PYTORCH_OPS lists memory: torch's tensor
+                                    // allocations (torch_memory.cpp)
   bool paused = false;              // TORCHPROF_PAUSED=1: start with recording off
   static constexpr int kMaxKept = 24;
   KeptEnv kept[kMaxKept];

@@ -201,6 +201,11 @@ void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_
   write_unit(tb, name, &r, 1);
 }
 
+void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t device_type, uint64_t address, uint64_t bytes) {
+  Record r{k(kind), 0, device_type, 0, stamp(tb), address, bytes};
+  write_unit(tb, NameRef{}, &r, 1);
+}
+
 void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source) {
   Record r{k(Kind::kThreadName), 0, 0, 0, stamp(tb), os_tid, source};
   write_unit(tb, name, &r, 1);

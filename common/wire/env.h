@@ -39,8 +39,9 @@ constexpr const char* kFrameEncoding = "TORCHPROF_FRAME_ENCODING";
 constexpr const char* kClock = "TORCHPROF_CLOCK";
 // Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
 constexpr const char* kTrace = "TORCHPROF_TRACE";
-// PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes" and
-// ",stack"; unset or "" = off. Read by python/torchprof/_pytorch_ops.py.
+// PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes",
+// ",stack" and ",memory" (tensor allocations, read by the injected library too); unset or
+// "" = off. Read by python/torchprof/_pytorch_ops.py.
 constexpr const char* kPytorchOps = "TORCHPROF_PYTORCH_OPS";
 // The op observer's table entry to use instead of the one torch's version picks
 // (inject/torch_observer.cpp); for tests, e.g. "test-wrong-layout".

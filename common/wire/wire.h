@@ -172,6 +172,12 @@ enum class Kind : uint8_t {
   kOpBegin = 16,  // domain, name = the op's name, ts, a = OpWord (op_word()), b = RecordFunction handle
   kOpEnd = 17,    // domain, ts, a = the handle of the op that ends
 
+  // Tensor memory from torch's allocators (inject/torch_memory.cpp), on the thread that
+  // allocated or freed it, for --profile-memory. domain = the device type as torch numbers
+  // it (0 CPU). A free names only the address: the analysis pairs it with its allocation.
+  kTensorAlloc = 24,  // domain, ts, a = address, b = bytes
+  kTensorFree = 25,   // domain, ts, a = address
+
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the
   // thread that converts CUPTI's buffers (any tid; the kinds say what they are).

@@ -58,7 +58,7 @@ def settings(value):
     words = {w.strip() for w in value.split(",") if w.strip()}
     shapes = "shapes" in words
     stack = "stack" in words
-    return bool(words & {"ops", "shapes", "stack"}), shapes, stack
+    return bool(words & {"ops", "shapes", "stack", "memory"}), shapes, stack
 
 
 def install(torch):

@@ -35,6 +35,7 @@ struct Ev {
   int parent = -1;
   int step = -1;
   int64_t children = 0;
+  int child_count = 0;  // direct children (ranges and API calls)
 };
 
 struct Gpu {
@@ -314,7 +315,10 @@ void nest(Proc& proc, ReferenceResult& out) {
     }
   }
   for (const Ev& e : proc.events) {
-    if (e.parent >= 0 && !e.mark) proc.events[static_cast<size_t>(e.parent)].children += e.end - e.start;
+    if (e.parent >= 0 && !e.mark) {
+      proc.events[static_cast<size_t>(e.parent)].children += e.end - e.start;
+      ++proc.events[static_cast<size_t>(e.parent)].child_count;
+    }
   }
 }
 
@@ -412,9 +416,7 @@ ReferenceResult reference_analysis(const std::string& capture_path, const Analys
       }
       if (innermost >= 0) self_cuda[static_cast<size_t>(innermost)] += r.end - r.start;
     }
-    for (size_t i : order) {
-      const Ev& e = proc.events[i];
-      if (e.mark || !counted(e.step)) continue;
+    auto key_of = [&](const Ev& e) {
       OpStats key;
       if (e.op) {
         key = op_row(*e.op, options.group_by_input_shape);
@@ -422,10 +424,25 @@ ReferenceResult reference_analysis(const std::string& capture_path, const Analys
         key.kind = e.api ? "cuda_api" : "nvtx";
       }
       key.name = row_name(e.shown);
-      OpStats& r = row(std::move(key));
+      return key;
+    };
+    for (size_t i : order) {
+      const Ev& e = proc.events[i];
+      if (e.mark || !counted(e.step)) continue;
+      const int64_t self = std::max<int64_t>(0, e.end - e.start - e.children);
+      // torch's table: an op that is its parent op's only child, of the same name, is one
+      // call with it, the child's self time the parent's.
+      if (e.op && e.parent >= 0) {
+        const Ev& p = proc.events[static_cast<size_t>(e.parent)];
+        if (p.op && p.shown == e.shown && p.child_count == 1 && counted(p.step)) {
+          row(key_of(p)).self_cpu_ns += self;
+          continue;
+        }
+      }
+      OpStats& r = row(key_of(e));
+      r.self_cpu_ns += self;
       ++r.calls;
       r.cpu_total_ns += e.end - e.start;
-      r.self_cpu_ns += std::max<int64_t>(0, e.end - e.start - e.children);
       r.self_cuda_ns += self_cuda[i];
       r.cuda_total_ns += cuda_total[i];
     }

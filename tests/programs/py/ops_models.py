@@ -2,11 +2,14 @@
 here when torchvision is not installed) or a small transformer encoder, for comparing
 torchprof's op table with torch.profiler's.
 
-    ops_models.py MODEL STEPS [--torch-profiler OUT.json] [--thread] [--check-profiler]
+    ops_models.py MODEL STEPS [--torch-profiler OUT.json] [--memory-profiler OUT.json]
+                  [--thread] [--check-profiler]
 
 --torch-profiler runs torch.profiler around the same steps (one ProfilerStep#k per
 step) and writes, per step, the op names and calls, the (op, parent) pairs and the
-threads of autograd nodes to OUT.json. --thread runs one more forward pass of a small
+threads of autograd nodes to OUT.json. --memory-profiler runs torch.profiler with
+profile_memory=True and the schedule wait=1, warmup=1, active=STEPS-2, and writes each
+op name's CPU Mem and Self CPU Mem over the active steps and the bytes allocated in them. --thread runs one more forward pass of a small
 model on a second Python thread in every step. --check-profiler prints whether torch's
 profiler reads as enabled inside a step.
 """
@@ -160,6 +163,23 @@ def main():
                 prof.step()
         with open(out, "w") as f:
             json.dump(summarize(prof), f)
+    elif "--memory-profiler" in args:
+        out = args[args.index("--memory-profiler") + 1]
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                     schedule=schedule(wait=1, warmup=1, active=steps - 2, repeat=1)) as prof:
+            for _ in range(steps):
+                step(model, data, target, loss_fn, opt, with_thread, check)
+                prof.step()
+        ops = {}
+        for avg in prof.key_averages():
+            ops[avg.key] = {"cpu_memory_usage": avg.cpu_memory_usage,
+                            "self_cpu_memory_usage": avg.self_cpu_memory_usage, "count": avg.count}
+        allocated = sum(e.nbytes() for e in prof.profiler.kineto_results.events()
+                        if e.name() == "[memory]" and e.nbytes() > 0)
+        with open(out, "w") as f:
+            json.dump({"ops": ops, "allocated_bytes": allocated}, f)
     else:
         for _ in range(steps):
             step(model, data, target, loss_fn, opt, with_thread, check)

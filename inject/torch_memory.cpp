@@ -1,0 +1,120 @@
+// Tensor memory of torch's CPU allocator, for --profile-memory. libc10 allocates and
+// frees every CPU tensor's storage through c10::alloc_cpu / c10::free_cpu, exported and
+// called through its PLT; the preloaded library comes first in the global scope, so the
+// definitions below receive those calls. Each is forwarded to libc10's own function,
+// looked up in libc10 itself (torch loads it without RTLD_GLOBAL, so RTLD_NEXT would not
+// find it), and with --profile-memory becomes one record on the calling thread's buffer:
+// kTensorAlloc (address, bytes) or kTensorFree (address). Without it the definitions only
+// forward. Nothing else calls these names, so what is recorded is torch's own tensors.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "inject/capture_control.h"
+#include "inject/config.h"
+#include "inject/export.h"
+#include "inject/process_state.h"
+#include "inject/recorder.h"
+
+namespace torchprof::inject {
+namespace {
+
+using AllocFn = void* (*)(size_t);
+using FreeFn = void (*)(void*);
+
+constexpr char kAllocSymbol[] = "_ZN3c109alloc_cpuEm";
+constexpr char kFreeSymbol[] = "_ZN3c108free_cpuEPv";
+
+std::atomic<AllocFn> g_alloc{nullptr};
+std::atomic<FreeFn> g_free{nullptr};
+
+// libc10 among the loaded objects (by its file name: libc10.so, or a wheel's renamed
+// libc10-<hash>.so), never this library.
+int find_c10(struct dl_phdr_info* info, size_t, void*) {
+  const char* path = info->dlpi_name;
+  if (path == nullptr || path[0] == '\0') return 0;
+  const char* base = strrchr(path, '/');
+  base = base != nullptr ? base + 1 : path;
+  if (strncmp(base, "libc10.so", 9) != 0 && strncmp(base, "libc10-", 7) != 0) return 0;
+  void* handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return 0;
+  auto alloc = reinterpret_cast<AllocFn>(dlsym(handle, kAllocSymbol));
+  auto release = reinterpret_cast<FreeFn>(dlsym(handle, kFreeSymbol));
+  dlclose(handle);  // RTLD_NOLOAD took one more reference: libc10 stays loaded
+  if (alloc == nullptr || release == nullptr) return 0;
+  g_free.store(release, std::memory_order_release);
+  g_alloc.store(alloc, std::memory_order_release);
+  return 1;
+}
+
+// Stand-ins for a process where libc10 cannot be found (never seen: the callers are
+// libc10's own): c10's alignment, and the C library's free.
+void* plain_alloc(size_t bytes) {
+  void* p = nullptr;
+  return bytes == 0 || posix_memalign(&p, 64, bytes) != 0 ? nullptr : p;
+}
+void plain_free(void* p) { free(p); }
+
+void resolve() {
+  if (g_alloc.load(std::memory_order_acquire) != nullptr) return;
+  dl_iterate_phdr(&find_c10, nullptr);
+  if (g_alloc.load(std::memory_order_acquire) != nullptr) return;
+  g_free.store(&plain_free, std::memory_order_release);
+  g_alloc.store(&plain_alloc, std::memory_order_release);
+}
+
+inline AllocFn real_alloc() {
+  AllocFn f = g_alloc.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0)) {
+    resolve();
+    f = g_alloc.load(std::memory_order_acquire);
+  }
+  return f;
+}
+
+inline FreeFn real_free() {
+  FreeFn f = g_free.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0)) {
+    resolve();
+    f = g_free.load(std::memory_order_acquire);
+  }
+  return f;
+}
+
+inline void note(wire::Kind kind, void* p, size_t bytes) {
+  CallbackGuard guard;
+  if (!guard.entered()) return;
+  ThreadBuffer* tb = current_buffer();
+  if (tb == nullptr) return;
+  record_tensor_memory(tb, kind, /*device_type=*/0, reinterpret_cast<uintptr_t>(p), bytes);
+}
+
+}  // namespace
+}  // namespace torchprof::inject
+
+namespace c10 {
+
+TORCHPROF_EXPORT void* alloc_cpu(size_t nbytes);
+TORCHPROF_EXPORT void free_cpu(void* data);
+
+void* alloc_cpu(size_t nbytes) {
+  namespace tpi = torchprof::inject;
+  void* p = tpi::real_alloc()(nbytes);
+  // While recording is paused allocations are not recorded; their frees still are (the
+  // analysis counts a free it cannot pair apart).
+  if (p != nullptr && tpi::config().tensor_memory && tpi::capture::fast()) {
+    tpi::note(torchprof::wire::Kind::kTensorAlloc, p, nbytes);
+  }
+  return p;
+}
+
+void free_cpu(void* data) {
+  namespace tpi = torchprof::inject;
+  if (data != nullptr && tpi::config().tensor_memory) tpi::note(torchprof::wire::Kind::kTensorFree, data, 0);
+  tpi::real_free()(data);
+}
+
+}  // namespace c10
