@@ -26,10 +26,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/model.h"
+#include "analysis/tensor_memory.h"
 
 namespace torchprof {
 
@@ -144,7 +146,8 @@ struct SyncStats {
 };
 
 struct Recommendation {
-  std::string id;      // dataloader | sync | short_kernels | pageable_copies | low_utilization
+  std::string id;      // dataloader | sync | short_kernels | pageable_copies | low_utilization |
+                       // memory_leak
   std::string text;    // one line: the figure, then what to do
   double figure = 0;   // the share (percent) the rule tested
   double threshold = 0;
@@ -165,6 +168,9 @@ struct Overview {
   std::vector<SyncStats> syncs;
   uint64_t syncs_in_steps = 0;
   int64_t sync_stall_ns = 0;
+  // --profile-memory: the first counted process whose tensor memory leaks, and its pid.
+  std::optional<LeakFinding> memory_leak;
+  int memory_leak_pid = 0;
   std::vector<Recommendation> recommendations;
 
   bool empty() const { return steps.empty(); }

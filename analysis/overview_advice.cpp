@@ -136,6 +136,25 @@ void utilization_rule(const Overview& o, std::vector<Recommendation>& out) {
                  low->utilization_pct(), o.thresholds.low_utilization_pct});
 }
 
+// --profile-memory's leak finding: the tensor bytes at step boundaries keep rising.
+void memory_leak_rule(const Overview& o, std::vector<Recommendation>& out) {
+  if (!o.memory_leak) return;
+  const LeakFinding& f = *o.memory_leak;
+  std::string text = "Tensor memory grows by " + std::to_string(f.bytes_per_step) + " bytes (" +
+                     bytes_text(static_cast<double>(f.bytes_per_step)) + ") per step: it rose at " +
+                     std::to_string(f.rises) + " of " + std::to_string(f.steps) + " step boundaries";
+  if (!f.ops.empty()) {
+    const SurvivingAllocations& s = f.ops.front();
+    text += "; what outlives the steps is allocated by " + s.op +
+            (s.top.empty() || s.top == s.op ? std::string() : " (called from " + s.top + ")") + ", " +
+            std::to_string(s.allocations) + " allocations of " + bytes_text(static_cast<double>(s.bytes)) +
+            " made in " + std::to_string(s.steps) + " steps";
+  }
+  text += ": keep loss.item() instead of the loss tensor, detach() what is kept across steps, or clear "
+          "what grows each step";
+  out.push_back({"memory_leak", text, static_cast<double>(f.bytes_per_step), 0});
+}
+
 }  // namespace
 
 std::vector<Recommendation> recommend(const Overview& o) {
@@ -146,6 +165,7 @@ std::vector<Recommendation> recommend(const Overview& o) {
   short_kernel_rule(o, out);
   pageable_rule(o, out);
   if (out.empty()) utilization_rule(o, out);
+  memory_leak_rule(o, out);
   return out;
 }
 

@@ -299,8 +299,22 @@ Json gpu_steps_json(const Run& run) {
   return out;
 }
 
-// Running device memory per process and device: [time, bytes] pairs, at most
-// `limit` each (the highest value of each bucket, so that peaks survive).
+// [time, bytes] pairs of running totals, at most `limit` (the highest value of each
+// bucket, so that peaks survive).
+Json memory_points(const std::vector<MemoryEvent>& events, int64_t base, size_t limit) {
+  const size_t bucket = std::max<size_t>(1, (events.size() + limit - 1) / std::max<size_t>(1, limit));
+  Json points = Json::array();
+  for (size_t i = 0; i < events.size(); i += bucket) {
+    const MemoryEvent* best = &events[i];
+    for (size_t j = i; j < std::min(events.size(), i + bucket); ++j) {
+      if (events[j].live_bytes > best->live_bytes) best = &events[j];
+    }
+    points.push_back(Json::array({best->ts_ns - base, best->live_bytes}));
+  }
+  return points;
+}
+
+// Running device memory per process and device, and --profile-memory's CPU tensors.
 Json memory_json(const Run& run, int64_t base, size_t limit) {
   Json out = Json::array();
   for (const Process& p : run.processes) {
@@ -317,6 +331,10 @@ Json memory_json(const Run& run, int64_t base, size_t limit) {
         points.push_back(Json::array({best->ts_ns - base, best->live_bytes}));
       }
       out.push_back({{"pid", p.pid}, {"device", device}, {"points", std::move(points)}});
+    }
+    if (!p.tensor_memory.empty()) {
+      out.push_back({{"pid", p.pid}, {"device", -1}, {"label", "CPU tensors"},
+                     {"points", memory_points(p.tensor_memory, base, limit)}});
     }
   }
   return out;

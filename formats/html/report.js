@@ -372,14 +372,14 @@
 
   function renderMemory(root, D) {
     if (!D.memory.length) return;
-    var c = card(root, "Device memory over time");
+    var c = card(root, "Memory over time");
     var wrap = el("div", "chart"), canvas = el("canvas");
     wrap.appendChild(canvas);
     var legend = el("div", "legend");
     c.appendChild(legend);
     c.appendChild(wrap);
     var series = D.memory.map(function (s) {
-      var label = (D.meta.processes.length > 1 ? "pid " + s.pid + " " : "") + "GPU " + s.device;
+      var label = (D.meta.processes.length > 1 ? "pid " + s.pid + " " : "") + (s.label || "GPU " + s.device);
       var color = hashColor(label + "#mem");
       var item = el("span"), sw = el("i");
       sw.style.background = color;

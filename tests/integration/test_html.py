@@ -294,7 +294,7 @@ def gpu():
 
 def gpu_memory():
     result = run_gpu("memory")
-    data = check_report(result, "gpu_memory", ("Device memory over time",))
+    data = check_report(result, "gpu_memory", ("Memory over time",))
     points = [p for s in data["memory"] for p in s["points"]]
     check(points, "no memory points in the page")
     check_eq(max(p[1] for p in points), 6291456, "peak of the memory series (b + c)")

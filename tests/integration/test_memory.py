@@ -1,0 +1,180 @@
+"""--profile-memory on Debian's CPU torch 1.13: torch's CPU tensor allocations through
+c10::alloc_cpu/free_cpu (inject/torch_memory.cpp), attributed to ops as torch's
+profile_memory does, compared with torch.profiler(profile_memory=True) run on the same
+script and steps (tests/programs/py/ops_models.py); and the leak finding on loops whose
+memory is known (tests/programs/py/memory_loops.py).
+
+torch attributes a [memory] event to every op whose microsecond interval holds its
+microsecond time, on any thread, so an event at an op's edge moves between runs: a row
+is compared only when torch gives it the same CPU Mem in three runs of its own."""
+
+import json
+import os
+import re
+
+import tp
+from tp import check, check_eq
+from test_python import clean_env, run_plain, run_py, script
+
+OPS = script("ops_models.py")
+LOOPS = script("memory_loops.py")
+STEPS = 5          # torch: wait=1, warmup=1, active=3; torchprof the same schedule
+TORCH_RUNS = 3
+LOOP_STEPS = 12
+
+
+def torch_memory(model):
+    out = os.path.join(tp.fresh_dir("torch"), "memory.json")
+    plain = run_plain([OPS, model, str(STEPS), "--memory-profiler", out], timeout=600)
+    check_eq(plain.returncode, 0, f"torch.profiler(profile_memory=True) on {model}: {plain.stderr.decode()[-2000:]}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def rows_by_name(summary):
+    rows = {}
+    for o in summary["ops"]:
+        r = rows.setdefault(o["name"], {"cpu": 0, "self": 0, "calls": 0})
+        r["cpu"] += o["cpu_memory_usage"]
+        r["self"] += o["self_cpu_memory_usage"]
+        r["calls"] += o["calls"]
+    return rows
+
+
+def compare(model):
+    runs = [torch_memory(model) for _ in range(TORCH_RUNS)]
+    r = run_py([OPS, model, str(STEPS)], timeout=600,
+               options=["--profile-memory", "--schedule", f"wait=1,warmup=1,active={STEPS - 2}"])
+    check("RecordFunction callbacks are off" not in r.stderr_text, f"the op observer ran: {r.stderr_text[-1500:]}")
+    ours = rows_by_name(r.summary)
+    first = runs[0]["ops"]
+    eligible = [n for n, v in first.items()
+                if not n.startswith("ProfilerStep") and v["cpu_memory_usage"] != 0
+                and all(run["ops"].get(n, {}).get("cpu_memory_usage") == v["cpu_memory_usage"] for run in runs)]
+    equal = [n for n in eligible if ours.get(n, {}).get("cpu") == first[n]["cpu_memory_usage"]]
+    unequal = {n: (first[n]["cpu_memory_usage"], ours.get(n, {}).get("cpu")) for n in eligible if n not in equal}
+    self_equal = [n for n in eligible if ours.get(n, {}).get("self") == first[n]["self_cpu_memory_usage"]]
+    print(f"{model}: {len(first)} rows from torch, {len(eligible)} with the same non-zero CPU Mem in "
+          f"{TORCH_RUNS} runs; CPU Mem equal for {len(equal)} ({100 * len(equal) / max(1, len(eligible)):.1f}%), "
+          f"Self CPU Mem for {len(self_equal)}; unequal (torch, torchprof): {unequal}")
+    check(len(eligible) >= 30, f"rows to compare: {len(eligible)}")
+    check(len(equal) >= 0.95 * len(eligible), f"CPU Mem equal for {len(equal)} of {len(eligible)}: {unequal}")
+    # The bytes allocated in the active steps. torch's own profiler allocates a little of
+    # its own (the handles of its ProfilerStep ranges, outside any op): at most 1 KiB a step.
+    theirs = runs[0]["allocated_bytes"]
+    procs = [p for p in r.summary["memory"]["tensors"] if p["steps"]]
+    check_eq(len(procs), 1, "one process with tensor memory")
+    recorded = {s["index"] for s in r.summary["steps"] if s["action"] in ("record", "record_and_save")}
+    allocated = sum(s["allocated_bytes"] for s in procs[0]["steps"] if s["index"] in recorded)
+    print(f"{model}: bytes allocated in the active steps: torch {theirs}, torchprof {allocated}")
+    check(abs(theirs - allocated) <= 1024 * (STEPS - 2), f"allocated bytes: torch {theirs}, torchprof {allocated}")
+    check_eq(procs[0]["unpaired_frees"], 0, "every free paired with its allocation")
+    return r
+
+
+def resnet18():
+    r = compare("resnet18")
+    # The table: torch's columns, in torch's units.
+    table = r.table
+    header = next(l for l in table.splitlines() if "Name" in l and "# of Calls" in l)
+    check(re.search(r"CPU time avg\s+CPU Mem\s+Self CPU Mem\s+# of Calls", header), f"header: {header}")
+    check("CUDA Mem" not in header, "no CUDA Mem columns without CUDA memory")
+    row = next(l for l in table.splitlines() if l.strip().startswith("aten::convolution_backward"))
+    check(re.search(r"\s-?\d+\.\d\d (Kb|Mb|Gb)\s+-?\d+(\.\d\d (Kb|Mb|Gb)| b)\s+\d+\s*$", row), f"row: {row}")
+    # [memory] instants in the traces: one per allocation and free of the recorded steps.
+    events = tp.all_trace_events(r, ph="i")
+    memory = [e for e in events if e["name"] == "[memory]"]
+    check(memory, "[memory] events in the traces")
+    for e in memory[:50]:
+        check_eq(e["args"]["Device Type"], 0, "CPU tensors' device type")
+        check_eq(e["args"]["Device Id"], -1, "CPU tensors' device id")
+        check(e["args"]["Total Allocated"] >= 0 and e["args"]["Total Reserved"] >= e["args"]["Total Allocated"],
+              f"totals of {e}")
+    allocs = sum(e["args"]["Bytes"] for e in memory if e["args"]["Bytes"] > 0)
+    check(allocs > 0, "allocations in the traces")
+    # report.html: the CPU tensors' curve, its peak the summary's.
+    with open(r.file("report.html"), encoding="utf-8") as f:
+        page = f.read()
+    data = json.loads(re.search(r'<script type="application/json" id="tp-data">(.*?)</script>', page,
+                                  re.S).group(1))
+    curves = [m for m in data["memory"] if m.get("label") == "CPU tensors"]
+    check_eq(len(curves), 1, "one CPU tensor curve in report.html")
+    check(max(p[1] for p in curves[0]["points"]) > 0, "the curve rises")
+    # Sorted by torch's memory keys.
+    out = os.path.join(tp.fresh_dir("rep"), "out")
+    rep = tp.run_report([r.out_dir, "--sort", "self_cpu_memory_usage", "--row-limit", "3", "-o", out, "--table-only"])
+    check_eq(rep.rc, 0, f"report --sort self_cpu_memory_usage: {rep.stderr_text[-500:]}")
+    with open(os.path.join(out, "table.txt")) as f:
+        sorted_table = f.read()
+    best = max(rows_by_name(r.summary).items(), key=lambda kv: kv[1]["self"])[0]
+    check(best in sorted_table.splitlines()[3], f"{best} first: {sorted_table[:600]}")
+
+
+def transformer():
+    compare("transformer")
+
+
+def loop(mode, *options):
+    r = run_py([LOOPS, mode, str(LOOP_STEPS)], options=["--profile-memory"] + list(options), timeout=300)
+    return r, r.summary["memory"]["leak"]
+
+
+def leak_append():
+    r, leak = loop("append", "--advice")
+    check(leak is not None, f"the leak is found: {json.dumps(r.summary['memory'])[:1500]}")
+    check_eq(leak["bytes_per_step"], 4000, "bytes a step (1,000 floats)")
+    check_eq(leak["ops"][0]["op"], "aten::empty", "the op that allocates what survives")
+    check_eq(leak["ops"][0]["called_from"], "aten::randn", "the op around it")
+    check_eq(leak["ops"][0]["bytes"], 4000 * leak["ops"][0]["allocations"], "4,000 bytes each")
+    check(leak["ops"][0]["steps"] >= LOOP_STEPS - 2, f"made in every step: {leak['ops'][0]}")
+    with open(os.path.join(r.out_dir, "advice.txt")) as f:
+        text = f.read()
+    check("Tensor memory grows by 4000 bytes" in text and "aten::empty (called from aten::randn)" in text,
+          f"the finding in the advice: {text[-2000:]}")
+    ids = [x["id"] for x in r.summary["overview"]["recommendations"]]
+    check("memory_leak" in ids, f"the overview's recommendations: {ids}")
+
+
+def leak_total():
+    r, leak = loop("total")
+    check(leak is not None, f"the leak is found: {json.dumps(r.summary['memory'])[:1500]}")
+    check_eq(leak["bytes_per_step"], 2 * 32 * 64 * 4, "bytes a step (the graph's input and linear output)")
+    ops = {(o["op"], o["called_from"]): o for o in leak["ops"]}
+    check(("aten::addmm", "aten::linear") in ops and ("aten::empty", "aten::randn") in ops,
+          f"the ops whose allocations the graph keeps: {list(ops)}")
+    check_eq(ops[("aten::addmm", "aten::linear")]["bytes"], 8192 * ops[("aten::addmm", "aten::linear")]["allocations"],
+             "the linear layer's outputs")
+
+
+def steady():
+    r, leak = loop("steady")
+    check(leak is None, f"no leak in a steady loop: {leak}")
+    steps = r.summary["memory"]["tensors"][0]["steps"]
+    check_eq(len(steps), LOOP_STEPS, "a memory entry per step")
+    check(all(s["peak_bytes"] >= max(s["start_bytes"], s["end_bytes"]) for s in steps), "peaks hold the ends")
+    check(all(s["peak_op"] for s in steps), "the op at each step's peak")
+    # The same at every boundary after the first step (the optimizer's first step).
+    check_eq(len({s["start_bytes"] for s in steps[1:]}), 1, f"steady boundaries: {[s['start_bytes'] for s in steps]}")
+
+
+def cache():
+    r, leak = loop("cache")
+    check(leak is None, f"a cache that fills, then holds, is no leak: {leak}")
+    starts = [s["start_bytes"] for s in r.summary["memory"]["tensors"][0]["steps"]]
+    check(starts[3] > starts[1] and starts[-1] == starts[4], f"it grows, then holds: {starts}")
+
+
+def off():
+    r = run_py([LOOPS, "append", "3"], options=["--pytorch-ops"], timeout=300)
+    check("CPU Mem" not in r.table, "no memory columns without --profile-memory")
+    check("tensors" not in r.summary["memory"] and "leak" not in r.summary["memory"], "no tensor memory")
+    check(all("cpu_memory_usage" not in o for o in r.summary["ops"]), "no memory fields on the ops")
+    plain = run_plain([LOOPS, "append", "3"])
+    with_memory = run_py([LOOPS, "append", "3"], options=["--profile-memory"], timeout=300)
+    check_eq(with_memory.stdout, plain.stdout, "the program's output with --profile-memory")
+
+
+SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off]
+
+if __name__ == "__main__":
+    raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
