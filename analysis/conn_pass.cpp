@@ -1,6 +1,7 @@
 #include "analysis/conn_pass.h"
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -164,7 +165,7 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
     case wire::Kind::kStart: start_record(r, tid, t); return;
     case wire::Kind::kEnd: touch(t, epoch(r.ts)); return;
     case wire::Kind::kTensorAlloc:
-    case wire::Kind::kTensorFree: tensor_memory(r, tid, t); return;
+    case wire::Kind::kTensorFree: tensor_memory(r, extra, extra_bytes, tid, t); return;
     default: break;
   }
   if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) {
@@ -504,14 +505,22 @@ void ConnPass::start_end_off_thread(const StartEndRange& se) {
 // A tensor allocation or free: its bytes count for the innermost range open on its thread
 // (Self) and, once they close, for the ranges around it (total), as torch counts them; a
 // free counts only when its allocation did (the profiler saw it made).
-void ConnPass::tensor_memory(const wire::Record& r, uint32_t tid, ThreadState& t) {
+void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
+                             ThreadState& t) {
   const int64_t ts = epoch(r.ts);
   touch(t, ts);
   if (ts >= t.boundary) [[unlikely]]
     settle(t, tid, ts, /*inclusive=*/false);
   if (st_.tensors == nullptr) st_.tensors = std::make_unique<TensorMemory>(scan_ != nullptr ? &st_.steps : nullptr);
   const bool alloc = r.kind == static_cast<uint8_t>(wire::Kind::kTensorAlloc);
-  const uint8_t device = r.domain == 0 ? 0 : 1;
+  const uint8_t device_type = static_cast<uint8_t>(r.domain & 0xFF);
+  const uint8_t device = device_type == 0 ? 0 : 1;
+  wire::TensorTotals totals{};
+  const bool reported = extra_bytes >= sizeof totals;
+  if (reported) {
+    std::memcpy(&totals, extra, sizeof totals);
+    if (device == 1) st_.tensors->cuda_totals(totals.allocated, totals.reserved);
+  }
   Open* inner = parent_of(t, t.stack.size());
   const int32_t step = step_of(t, ts);
   bool counted = st_.memory_counted(ts, step);
@@ -537,7 +546,12 @@ void ConnPass::tensor_memory(const wire::Record& r, uint32_t tid, ThreadState& t
   if (!st_.wants.records || !st_.kept(ts)) return;
   MemoryEvent m;
   m.alloc = alloc;
-  m.device_type = static_cast<uint8_t>(r.domain);
+  m.device_type = device_type;
+  m.device = static_cast<uint32_t>(r.domain >> 8);
+  if (reported) {
+    m.total_allocated = static_cast<int64_t>(totals.allocated);
+    m.total_reserved = static_cast<int64_t>(totals.reserved);
+  }
   m.ts_ns = ts;
   m.address = r.a;
   m.bytes = static_cast<uint64_t>(delta < 0 ? -delta : delta);
@@ -957,7 +971,6 @@ void ConnPass::add_rows() {
   Rows& rows = st_.rows;
   const bool shapes = st_.options.group_by_input_shape;
   auto add_range = [&](const RangeKind& k) {
-    if (k.stats.calls == 0) return;
     if (k.op != nullptr) {
       OpStats row = op_row(*k.op, shapes);
       row.name = k.row_name.str();

@@ -259,7 +259,7 @@ class ConnPass {
   void flush_mark();
   void start_record(const wire::Record& r, uint32_t tid, ThreadState& t);
   void api_call(const wire::Record& r, uint32_t tid, ThreadState& t);
-  void tensor_memory(const wire::Record& r, uint32_t tid, ThreadState& t);
+  void tensor_memory(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid, ThreadState& t);
 
   // ---- ranges ----
   // Closes the range at stack[pos] at `end`: counts it, hands it on, and adds its time to

@@ -213,6 +213,10 @@ struct MemoryEvent {
   int32_t step = -1;         // analysis
   uint32_t tid = 0;          // the thread of the API call that caused it, else 0
   uint8_t device_type = 1;   // c10's DeviceType: 0 CPU, 1 CUDA
+  // CUDA tensors: the caching allocator's totals after it (Kineto's Total Allocated and
+  // Total Reserved), -1 when not reported (then the trace writes live_bytes for both).
+  int64_t total_allocated = -1;
+  int64_t total_reserved = -1;
 };
 
 // A step's tensor memory (--profile-memory), per device type.
@@ -243,6 +247,11 @@ struct TensorMemorySummary {
   std::array<int64_t, 2> peak_bytes{};  // CPU, CUDA: the most allocated at once
   std::vector<StepMemory> steps[2]; // CPU, CUDA: per step, in step order
   std::vector<SurvivingAllocations> surviving;  // most bytes first
+  // CUDA tensors, from the caching allocator's totals (reserved: what it holds from the
+  // driver): at the most allocated, what was reserved; the most reserved. -1: not reported.
+  int64_t cuda_allocated_at_peak = -1;
+  int64_t cuda_reserved_at_peak = -1;
+  int64_t cuda_reserved_peak = -1;
 };
 
 // deviceProperties of one GPU, in Kineto's names.

@@ -70,7 +70,12 @@ class Rows {
 
   // `row` holds the row's name, kind, and for cpu_op rows its shapes and stack.
   void add(OpStats row, const RowStats& st, const std::string& mangled = {}) {
-    if (st.calls == 0) return;
+    // A kind with no calls left may still hold GPU time or memory: that of an op that is
+    // its same-named parent's only child (conn_pass.cpp), which counts in its parent's row.
+    if (st.calls == 0 && st.self_ns == 0 && st.total_ns == 0 && st.self_cuda_ns == 0 && st.cuda_total_ns == 0 &&
+        st.mem_self[0] == 0 && st.mem_total[0] == 0 && st.mem_self[1] == 0 && st.mem_total[1] == 0) {
+      return;
+    }
     auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
     if (fresh) {
       Row& r = rows_.emplace_back();

@@ -58,6 +58,16 @@ int64_t TensorMemory::alloc(uint8_t device, uint64_t address, uint64_t bytes, in
   return delta;
 }
 
+void TensorMemory::cuda_totals(uint64_t allocated, uint64_t reserved) {
+  const auto a = static_cast<int64_t>(allocated);
+  const auto r = static_cast<int64_t>(reserved);
+  if (a > cuda_allocated_at_peak_) {
+    cuda_allocated_at_peak_ = a;
+    cuda_reserved_at_peak_ = r;
+  }
+  cuda_reserved_peak_ = std::max(cuda_reserved_peak_, r);
+}
+
 void TensorMemory::survived(const Live& l) {
   if (l.step < 0) return;
   Survivors& s = survivors_[{l.op.str(), l.top.str()}];
@@ -97,11 +107,15 @@ TensorMemorySummary TensorMemory::finish(const std::vector<Step>& steps) {
   m.allocated_bytes = allocated_bytes_;
   m.unpaired_frees = unpaired_;
   m.peak_bytes = peak_;
+  m.cuda_allocated_at_peak = cuda_allocated_at_peak_;
+  m.cuda_reserved_at_peak = cuda_reserved_at_peak_;
+  m.cuda_reserved_peak = cuda_reserved_peak_;
   if (!bounds_.empty()) {
     for (const auto& [k, l] : live_) survived(l);
   }
   for (size_t dev = 0; dev < 2; ++dev) {
     if (per_step_[dev].empty() && (dev == 1 || buckets_[dev].empty())) continue;
+    if (dev == 1 && now_[1] == 0 && peak_[1] == 0) continue;
     // Allocated at each bound: what was added before it.
     std::vector<int64_t> at(bounds_.size(), 0);
     int64_t sum = 0;

@@ -37,6 +37,8 @@ class TensorMemory {
   // and in `counted` whether the allocation was counted (torch's profiler knows the size of
   // a block freed only when it saw it allocated: the table counts such frees alone).
   int64_t free(uint8_t device, uint64_t address, int64_t ts, bool* counted);
+  // The caching allocator's totals that came with a CUDA tensor's record.
+  void cuda_totals(uint64_t allocated, uint64_t reserved);
   // The bytes allocated now (as read) on `device`.
   int64_t allocated(uint8_t device) const { return now_[index(device)]; }
   bool any() const { return allocations_ > 0 || frees_ > 0; }
@@ -86,6 +88,9 @@ class TensorMemory {
   uint64_t frees_ = 0;
   uint64_t allocated_bytes_ = 0;
   uint64_t unpaired_ = 0;
+  int64_t cuda_allocated_at_peak_ = -1;
+  int64_t cuda_reserved_at_peak_ = -1;
+  int64_t cuda_reserved_peak_ = -1;
 };
 
 // The leak finding of a process's tensor memory: over at least 8 steps, the bytes

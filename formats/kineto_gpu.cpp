@@ -231,9 +231,9 @@ void append_memory_event(json::Buffer& out, const MemoryEvent& m, int pid, uint3
   // Allocations seen through CUPTI are what the driver handed out, and CPU tensors have no
   // cache: allocated = reserved here.
   out += ", \"Total Allocated\": ";
-  json::append_int(out, m.live_bytes);
+  json::append_int(out, m.total_allocated >= 0 ? m.total_allocated : m.live_bytes);
   out += ", \"Total Reserved\": ";
-  json::append_int(out, m.live_bytes);
+  json::append_int(out, m.total_reserved >= 0 ? m.total_reserved : m.live_bytes);
   out += "}}";
 }
 

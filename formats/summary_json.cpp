@@ -259,6 +259,23 @@ Json surviving_json(const SurvivingAllocations& s) {
           {"bytes", s.bytes}, {"allocations", s.allocations}, {"steps", s.steps}};
 }
 
+// CUDA tensors: what the caching allocator held beyond what was allocated, at the most
+// allocated (null without its reports: CPU tensors have no cache).
+Json fragmentation_json(const Run& run) {
+  for (const Process& p : run.processes) {
+    if (!p.tensor_summary || p.tensor_summary->cuda_allocated_at_peak < 0) continue;
+    const TensorMemorySummary& m = *p.tensor_summary;
+    return {{"pid", p.pid},
+            {"allocated_bytes_at_peak", m.cuda_allocated_at_peak},
+            {"reserved_bytes_at_peak", m.cuda_reserved_at_peak},
+            {"unused_reserved_bytes", m.cuda_reserved_at_peak - m.cuda_allocated_at_peak},
+            {"reserved_peak_bytes", m.cuda_reserved_peak},
+            // torch.cuda.memory_stats()'s num_alloc_retries is not in the allocator's reports.
+            {"alloc_retries", nullptr}};
+  }
+  return nullptr;
+}
+
 // The first process whose tensor memory leaks, or null.
 Json leak_json(const Run& run) {
   for (const Process& p : run.processes) {
@@ -303,8 +320,7 @@ Json memory_json(const Run& run) {
   if (has_tensor_memory(run)) {
     j["tensors"] = tensor_memory_json(run);
     j["leak"] = leak_json(run);
-    // What the caching allocator's statistics would tell: not recorded for CPU tensors.
-    j["fragmentation"] = nullptr;
+    j["fragmentation"] = fragmentation_json(run);
   }
   return j;
 }

@@ -6,6 +6,13 @@
 // find it), and with --profile-memory becomes one record on the calling thread's buffer:
 // kTensorAlloc (address, bytes) or kTensorFree (address). Without it the definitions only
 // forward. Nothing else calls these names, so what is recorded is torch's own tensors.
+//
+// CUDA tensors: the caching allocator (libc10_cuda) reports every block it hands out or
+// takes back to c10::reportMemoryUsageToProfiler in libc10, with the device's allocated and
+// reserved totals, whether or not a profiler listens. The definition here records the
+// report (CUDA devices only: the CPU allocator reports the same blocks it got through
+// alloc_cpu, and only to a profiler of the program's own) and calls libc10's, so that
+// torch's own profiler still gets it.
 #include <dlfcn.h>
 #include <link.h>
 
@@ -14,22 +21,38 @@
 #include <cstring>
 
 #include "inject/capture_control.h"
+#include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
+
+// torch's c10::Device as its ABI has it: DeviceType (int8) and DeviceIndex (int8), trivially
+// copied, so passed in a register. Declared here, without torch's headers, so that the
+// definition below has torch's mangled name.
+namespace c10 {
+struct Device {
+  int8_t type;
+  int8_t index;
+};
+}  // namespace c10
 
 namespace torchprof::inject {
 namespace {
 
 using AllocFn = void* (*)(size_t);
 using FreeFn = void (*)(void*);
+using ReportFn = void (*)(void*, int64_t, size_t, size_t, c10::Device);
+constexpr int8_t kCuda = 1;  // c10::DeviceType::CUDA
 
 constexpr char kAllocSymbol[] = "_ZN3c109alloc_cpuEm";
 constexpr char kFreeSymbol[] = "_ZN3c108free_cpuEPv";
+constexpr char kReportSymbol[] = "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE";
 
 std::atomic<AllocFn> g_alloc{nullptr};
 std::atomic<FreeFn> g_free{nullptr};
+std::atomic<ReportFn> g_report{nullptr};
+std::atomic<bool> g_report_missing{false};
 
 // libc10 among the loaded objects (by its file name: libc10.so, or a wheel's renamed
 // libc10-<hash>.so), never this library.
@@ -43,7 +66,9 @@ int find_c10(struct dl_phdr_info* info, size_t, void*) {
   if (handle == nullptr) return 0;
   auto alloc = reinterpret_cast<AllocFn>(dlsym(handle, kAllocSymbol));
   auto release = reinterpret_cast<FreeFn>(dlsym(handle, kFreeSymbol));
+  auto report = reinterpret_cast<ReportFn>(dlsym(handle, kReportSymbol));
   dlclose(handle);  // RTLD_NOLOAD took one more reference: libc10 stays loaded
+  if (report != nullptr) g_report.store(report, std::memory_order_release);
   if (alloc == nullptr || release == nullptr) return 0;
   g_free.store(release, std::memory_order_release);
   g_alloc.store(alloc, std::memory_order_release);
@@ -84,6 +109,34 @@ inline FreeFn real_free() {
   return f;
 }
 
+inline ReportFn real_report() {
+  ReportFn f = g_report.load(std::memory_order_acquire);
+  if (__builtin_expect(f == nullptr, 0) && !g_report_missing.load(std::memory_order_relaxed)) {
+    dl_iterate_phdr(&find_c10, nullptr);
+    f = g_report.load(std::memory_order_acquire);
+    if (f == nullptr) g_report_missing.store(true, std::memory_order_relaxed);
+  }
+  return f;
+}
+
+inline void note_report(void* p, int64_t bytes, size_t allocated, size_t reserved, c10::Device device) {
+  CallbackGuard guard;
+  if (!guard.entered()) return;
+  ThreadBuffer* tb = current_buffer();
+  if (tb == nullptr) return;
+  const bool alloc = bytes > 0;
+  if (alloc && !capture::fast()) return;
+  const uint16_t domain = static_cast<uint16_t>(static_cast<uint8_t>(device.type) |
+                                                static_cast<uint8_t>(device.index < 0 ? 0 : device.index) << 8);
+  uint64_t ts = now_ns();
+  if (ts < tb->last_ts) ts = tb->last_ts;  // a thread's records keep their order
+  tb->last_ts = ts;
+  wire::Record head{static_cast<uint8_t>(alloc ? wire::Kind::kTensorAlloc : wire::Kind::kTensorFree), 0, domain, 0,
+                    ts, reinterpret_cast<uintptr_t>(p), alloc ? static_cast<uint64_t>(bytes) : 0};
+  const wire::TensorTotals totals{allocated, reserved, 0, 0};
+  record_with_extra(tb, NameRef{}, head, &totals, 1);
+}
+
 inline void note(wire::Kind kind, void* p, size_t bytes) {
   CallbackGuard guard;
   if (!guard.entered()) return;
@@ -99,6 +152,8 @@ namespace c10 {
 
 TORCHPROF_EXPORT void* alloc_cpu(size_t nbytes);
 TORCHPROF_EXPORT void free_cpu(void* data);
+TORCHPROF_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, size_t total_allocated,
+                                                  size_t total_reserved, Device device);
 
 void* alloc_cpu(size_t nbytes) {
   namespace tpi = torchprof::inject;
@@ -115,6 +170,15 @@ void free_cpu(void* data) {
   namespace tpi = torchprof::inject;
   if (data != nullptr && tpi::config().tensor_memory) tpi::note(torchprof::wire::Kind::kTensorFree, data, 0);
   tpi::real_free()(data);
+}
+
+void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+                                 Device device) {
+  namespace tpi = torchprof::inject;
+  if (ptr != nullptr && alloc_size != 0 && device.type == tpi::kCuda && tpi::config().tensor_memory) {
+    tpi::note_report(ptr, alloc_size, total_allocated, total_reserved, device);
+  }
+  if (tpi::ReportFn real = tpi::real_report()) real(ptr, alloc_size, total_allocated, total_reserved, device);
 }
 
 }  // namespace c10

@@ -174,7 +174,9 @@ enum class Kind : uint8_t {
 
   // Tensor memory from torch's allocators (inject/torch_memory.cpp), on the thread that
   // allocated or freed it, for --profile-memory. domain = the device type as torch numbers
-  // it (0 CPU). A free names only the address: the analysis pairs it with its allocation.
+  // it (0 CPU, 1 CUDA) | the device index << 8. A free names only the address: the analysis
+  // pairs it with its allocation. CUDA tensors (the caching allocator's reports) carry
+  // extra = 1: TensorTotals.
   kTensorAlloc = 24,  // domain, ts, a = address, b = bytes
   kTensorFree = 25,   // domain, ts, a = address
 
@@ -266,6 +268,13 @@ struct GpuSyncExtra {  // one slot
   uint64_t reserved;
 };
 
+struct TensorTotals {  // one slot: what the caching allocator said with the block
+  uint64_t allocated;  // bytes allocated on the device after it
+  uint64_t reserved;   // bytes the allocator holds from the driver after it
+  uint64_t reserved0;
+  uint64_t reserved1;
+};
+
 struct GpuDeviceExtra {  // two slots; deviceProperties in Kineto's names
   uint64_t total_global_mem;
   uint32_t compute_major;
@@ -343,6 +352,7 @@ static_assert(sizeof(GpuCopyExtra) == kSlotSize);
 static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
 static_assert(sizeof(GpuSyncExtra) == kSlotSize);
 static_assert(sizeof(GpuDeviceExtra) == 2 * kSlotSize);
+static_assert(sizeof(TensorTotals) == kSlotSize);
 static_assert(sizeof(MsgHeader) == 8);
 static_assert(sizeof(Hello) == 56);
 static_assert(offsetof(Hello, version) == 8);

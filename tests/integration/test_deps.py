@@ -14,6 +14,8 @@ ENTRY_POINTS = {"InitializeInjectionNvtx2", "InitializeInjection"}
 CUPTI_INTERPOSED = {"cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback", "cuptiActivityEnable",
                     "cuptiActivityDisable", "cuptiActivityEnableContext", "cuptiActivityDisableContext",
                     "cuptiActivityFlushAll", "cuptiActivityGetNextRecord"}
+# torch's memory entry points in libc10, interposed for --profile-memory (inject/torch_memory.cpp).
+C10_INTERPOSED = {"_ZN3c109alloc_cpuEm", "_ZN3c108free_cpuEPv", "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE"}
 
 
 def readelf(*args):
@@ -67,10 +69,11 @@ def inject_exports():
     libc = defined_dynamic_symbols(libc_path())
     check(len(libc) > 1000, "could not read libc's symbols")
     check(CUPTI_INTERPOSED <= exported, f"interposed CUPTI functions not exported: {CUPTI_INTERPOSED - exported}")
-    stray = sorted(s for s in exported - ENTRY_POINTS - CUPTI_INTERPOSED
+    check(C10_INTERPOSED <= exported, f"interposed c10 functions not exported: {C10_INTERPOSED - exported}")
+    stray = sorted(s for s in exported - ENTRY_POINTS - CUPTI_INTERPOSED - C10_INTERPOSED
                    if not s.startswith("torchprof_") and s not in libc)
     check(not stray, f"libtorchprof_inject.so exports symbols that are neither entry points, torchprof_*, "
-                     f"interposed CUPTI functions nor interposed libc functions: {stray[:20]}")
+                     f"interposed CUPTI, c10 nor libc functions: {stray[:20]}")
 
 
 if __name__ == "__main__":

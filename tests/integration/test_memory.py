@@ -181,7 +181,52 @@ def off():
     check_eq(with_memory.stdout, plain.stdout, "the program's output with --profile-memory")
 
 
-SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off]
+def fake_torch(keep, options=("--profile-memory",)):
+    """tests/programs/fake_c10: 10 steps, each 4 KiB through c10::alloc_cpu and 1.5 MiB
+    through the stand-in caching allocator (kept, a leak, when `keep`)."""
+    r = tp.profile("fake_torch_loop", ["10", "4096", str(3 << 19), "1" if keep else "0"], options=list(options))
+    # libc10's own function got every report: 10 blocks, all freed by the end.
+    check_eq(r.stdout.decode().strip(), "reports 20 bytes 0", "the reports reached libc10's function")
+    return r
+
+
+def cuda_leak():
+    r = fake_torch(keep=True)
+    m = r.summary["memory"]
+    leak = m["leak"]
+    check(leak is not None and leak["device_type"] == "cuda", f"a CUDA leak: {json.dumps(m)[:1500]}")
+    check_eq(leak["bytes_per_step"], 3 << 19, "bytes a step")
+    check_eq([o["op"] for o in leak["ops"]], ["forward"], "the range that allocates what survives")
+    frag = m["fragmentation"]
+    check_eq(frag["allocated_bytes_at_peak"], 10 * (3 << 19), "allocated at the peak")
+    check_eq(frag["reserved_bytes_at_peak"], 16 << 20, "reserved at the peak (2 MiB segments)")
+    check_eq(frag["unused_reserved_bytes"], (16 << 20) - 10 * (3 << 19), "reserved beyond allocated")
+    rows = {o["name"]: o for o in r.summary["ops"]}
+    check_eq(rows["forward"]["self_cuda_memory_usage"], 10 * (3 << 19), "forward's Self CUDA Mem")
+    check_eq(rows["forward"]["self_cpu_memory_usage"], 10 * 4096, "forward's Self CPU Mem")
+    steps = [o for n, o in rows.items() if n.startswith("ProfilerStep")]
+    check_eq(sum(o["self_cpu_memory_usage"] for o in steps), -10 * 4096, "the steps free the CPU bytes")
+    check_eq(sum(o["cpu_memory_usage"] for o in steps), 0, "CPU Mem of the steps")
+    header = next(l for l in r.table.splitlines() if "# of Calls" in l)
+    check(re.search(r"CPU Mem\s+Self CPU Mem\s+CUDA Mem\s+Self CUDA Mem\s+# of Calls", header), f"header: {header}")
+    fwd = next(l for l in r.table.splitlines() if l.strip().startswith("forward"))
+    check("40.00 Kb" in fwd and "15.00 Mb" in fwd, f"forward's row: {fwd}")
+    memory = [e for e in tp.all_trace_events(r, ph="i") if e["name"] == "[memory]" and e["args"]["Device Type"] == 1]
+    check_eq(len(memory), 20, "CUDA [memory] events: 10 blocks and their frees")
+    check_eq(max(e["args"]["Total Allocated"] for e in memory), 10 * (3 << 19), "Total Allocated as the allocator said")
+    check_eq(max(e["args"]["Total Reserved"] for e in memory), 16 << 20, "Total Reserved as the allocator said")
+    check_eq(sorted(e["args"]["Bytes"] for e in memory), [-(3 << 19)] * 10 + [3 << 19] * 10, "bytes of each")
+    check_eq({e["args"]["Device Id"] for e in memory}, {0}, "device 0")
+
+
+def cuda_steady():
+    r = fake_torch(keep=False)
+    check(r.summary["memory"]["leak"] is None, f"no leak: {r.summary['memory']['leak']}")
+    plain = fake_torch(keep=False, options=())
+    check("tensors" not in plain.summary["memory"], "nothing recorded without --profile-memory")
+
+
+SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))

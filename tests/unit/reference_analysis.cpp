@@ -436,6 +436,12 @@ ReferenceResult reference_analysis(const std::string& capture_path, const Analys
         const Ev& p = proc.events[static_cast<size_t>(e.parent)];
         if (p.op && p.shown == e.shown && p.child_count == 1 && counted(p.step)) {
           row(key_of(p)).self_cpu_ns += self;
+          // Its GPU time stays in its own row (the engine reads it after the call closed).
+          if (self_cuda[i] != 0 || cuda_total[i] != 0) {
+            OpStats& own = row(key_of(e));
+            own.self_cuda_ns += self_cuda[i];
+            own.cuda_total_ns += cuda_total[i];
+          }
           continue;
         }
       }
