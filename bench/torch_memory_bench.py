@@ -4,7 +4,8 @@ the same run, in alternating rounds (medians over the rounds, with min..max):
   alloc    a loop of torch.empty(256) (one CPU allocation and free, one op each):
            torchprof-run --pytorch-ops, and --profile-memory on top of it; and torch's
            own profiler without and with profile_memory. The figure is the time a mode adds
-           over the plain loop, per allocation.
+           to the loop itself (its start and stop, and torch's parsing, left out) over the
+           plain loop, per allocation.
   resnet   ResNet-18 training steps (tests/programs/py/ops_models.py): the run's time
            under --pytorch-ops and --profile-memory, as a ratio to the plain run.
   malloc   a Python loop of bytearray(4096) (malloc and free, no torch): plain and under
@@ -33,14 +34,17 @@ def loop(count):
     for _ in range(count):
         torch.empty(256)
 loop(1000)
-t0 = time.perf_counter()
 if mode.startswith("torch"):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=mode == "torch_memory"):
+        t0 = time.perf_counter()
         loop(n)
+        seconds = time.perf_counter() - t0
 else:
+    t0 = time.perf_counter()
     loop(n)
-print("seconds", time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+print("seconds", seconds)
 """
 
 MALLOC = r"""

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "analysis/rows.h"
 #include "common/errors.h"
 
 namespace torchprof {
@@ -63,6 +64,11 @@ const RunData& with_gpu(const RunData& run) {
   return run;
 }
 
+const RunData& with_tensors(const RunData& run) {
+  if (run.tensor_peak_bytes < 0) throw InputError(run.source + " has no tensor memory (record it with --profile-memory)");
+  return run;
+}
+
 const std::map<std::string, Getter>& getters() {
   static const std::map<std::string, Getter> kGetters = {
       {"step_time_avg", [](const RunData& r) { return MetricValue{mean_ns(steps_of(r)), Unit::kTime}; }},
@@ -85,6 +91,13 @@ const std::map<std::string, Getter>& getters() {
          return MetricValue{static_cast<double>(r.peak_memory_bytes), Unit::kBytes}; }},
       {"memory.peak_bytes", [](const RunData& r) {
          return MetricValue{static_cast<double>(r.peak_memory_bytes), Unit::kBytes}; }},
+      {"peak_memory", [](const RunData& r) {
+         return MetricValue{static_cast<double>(std::max(r.peak_memory_bytes, with_tensors(r).tensor_peak_bytes)),
+                            Unit::kBytes}; }},
+      {"tensor_peak_bytes", [](const RunData& r) {
+         return MetricValue{static_cast<double>(with_tensors(r).tensor_peak_bytes), Unit::kBytes}; }},
+      {"leak_bytes_per_step", [](const RunData& r) {
+         return MetricValue{static_cast<double>(with_tensors(r).leak_bytes_per_step), Unit::kBytes}; }},
   };
   return kGetters;
 }
@@ -96,7 +109,9 @@ struct AbsentOp : InputError {
 };
 
 const std::vector<std::string> kOpFields = {"calls",        "count",         "self_cpu_ns", "cpu_total_ns",
-                                            "self_cuda_ns", "cuda_total_ns", "cpu_avg_ns",  "cuda_avg_ns"};
+                                            "self_cuda_ns", "cuda_total_ns", "cpu_avg_ns",  "cuda_avg_ns",
+                                            "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+                                            "self_cuda_memory_usage"};
 
 // op:<name>:<field>; the name may hold colons itself (aten::mm), the field never does.
 MetricValue op_metric(const RunData& run, const std::string& metric) {
@@ -121,10 +136,15 @@ MetricValue op_metric(const RunData& run, const std::string& metric) {
     sum.cpu_total_ns += op.cpu_total_ns;
     sum.self_cuda_ns += op.self_cuda_ns;
     sum.cuda_total_ns += op.cuda_total_ns;
+    add_memory(sum, op);
   }
   if (!found) throw AbsentOp(run.source + " has no op named '" + name + "'");
   const double calls = static_cast<double>(sum.calls);
   if (field == "calls" || field == "count") return count(calls);
+  if (field == "cpu_memory_usage") return {static_cast<double>(sum.cpu_memory), Unit::kBytes};
+  if (field == "self_cpu_memory_usage") return {static_cast<double>(sum.self_cpu_memory), Unit::kBytes};
+  if (field == "cuda_memory_usage") return {static_cast<double>(sum.cuda_memory), Unit::kBytes};
+  if (field == "self_cuda_memory_usage") return {static_cast<double>(sum.self_cuda_memory), Unit::kBytes};
   double ns = 0;
   if (field == "self_cpu_ns") ns = static_cast<double>(sum.self_cpu_ns);
   if (field == "cpu_total_ns") ns = static_cast<double>(sum.cpu_total_ns);

@@ -45,6 +45,10 @@ OpStats parse_op(const Json& j) {
   op.cpu_total_ns = value_or<int64_t>(j, "cpu_total_ns", 0);
   op.self_cuda_ns = value_or<int64_t>(j, "self_cuda_ns", 0);
   op.cuda_total_ns = value_or<int64_t>(j, "cuda_total_ns", 0);
+  op.cpu_memory = value_or<int64_t>(j, "cpu_memory_usage", 0);
+  op.self_cpu_memory = value_or<int64_t>(j, "self_cpu_memory_usage", 0);
+  op.cuda_memory = value_or<int64_t>(j, "cuda_memory_usage", 0);
+  op.self_cuda_memory = value_or<int64_t>(j, "self_cuda_memory_usage", 0);
   return op;
 }
 
@@ -70,6 +74,19 @@ void parse_gpu_and_memory(const Json& j, RunData& run) {
       for (const auto& [device, bytes] : peak->items()) {
         run.peak_memory_bytes = std::max(run.peak_memory_bytes, bytes.get<int64_t>());
       }
+    }
+    if (auto tensors = memory->find("tensors"); tensors != memory->end() && tensors->is_array()) {
+      run.tensor_peak_bytes = 0;
+      for (const Json& p : *tensors) {
+        if (auto peak = p.find("peak_bytes"); peak != p.end() && peak->is_object()) {
+          for (const auto& [type, bytes] : peak->items()) {
+            run.tensor_peak_bytes = std::max(run.tensor_peak_bytes, bytes.get<int64_t>());
+          }
+        }
+      }
+      auto leak = memory->find("leak");
+      run.leak_bytes_per_step =
+          leak != memory->end() && leak->is_object() ? value_or<int64_t>(*leak, "bytes_per_step", 0) : 0;
     }
   }
 }
@@ -122,15 +139,24 @@ RunData analyse_capture(const fs::path& capture, const std::string& source) {
 // The comparison
 
 const std::vector<std::string> kMetrics = {"cuda_time_total", "cpu_time_total", "self_cpu_time_total",
-                                           "self_cuda_time_total", "count", "step_time"};
+                                           "self_cuda_time_total", "count", "step_time",
+                                           "cpu_memory_usage", "self_cpu_memory_usage",
+                                           "cuda_memory_usage", "self_cuda_memory_usage"};
 
-bool is_cuda_metric(const std::string& metric) { return metric.find("cuda") != std::string::npos; }
+bool is_memory_metric(const std::string& metric) { return metric.ends_with("_memory_usage"); }
+bool is_cuda_metric(const std::string& metric) {
+  return metric.find("cuda") != std::string::npos && !is_memory_metric(metric);
+}
 
 double metric_of(const OpStats& op, const std::string& metric) {
   if (metric == "cuda_time_total") return static_cast<double>(op.cuda_total_ns);
   if (metric == "cpu_time_total") return static_cast<double>(op.cpu_total_ns);
   if (metric == "self_cpu_time_total") return static_cast<double>(op.self_cpu_ns);
   if (metric == "self_cuda_time_total") return static_cast<double>(op.self_cuda_ns);
+  if (metric == "cpu_memory_usage") return static_cast<double>(op.cpu_memory);
+  if (metric == "self_cpu_memory_usage") return static_cast<double>(op.self_cpu_memory);
+  if (metric == "cuda_memory_usage") return static_cast<double>(op.cuda_memory);
+  if (metric == "self_cuda_memory_usage") return static_cast<double>(op.self_cuda_memory);
   return static_cast<double>(op.calls);  // count
 }
 
@@ -144,6 +170,9 @@ std::string resolve_metric(const RunData& before, const RunData& after, const st
   for (const RunData* run : {&before, &after}) {
     if (is_cuda_metric(wanted) && !run->has_gpu) {
       throw InputError("cannot compare " + wanted + ": " + run->source + " has no GPU data");
+    }
+    if (is_memory_metric(wanted) && run->tensor_peak_bytes < 0) {
+      throw InputError("cannot compare " + wanted + ": " + run->source + " has no tensor memory (--profile-memory)");
     }
     if (wanted == "step_time" && run->step_dur_ns.empty()) {
       throw InputError("cannot compare step_time: " + run->source + " has no recorded steps");
@@ -206,10 +235,12 @@ std::string format_count(double v, bool sign) {
 }
 
 std::string format_value(const DiffResult& d, double v) {
+  if (d.memory_metric) return format_memory(std::llround(v));
   return d.time_metric ? format_time_us(v / 1000.0) : format_count(v, /*sign=*/false);
 }
 
 std::string format_delta(const DiffResult& d, double v) {
+  if (d.memory_metric) return (v > 0 ? "+" : "") + format_memory(std::llround(v));
   return d.time_metric ? format_signed_time_ns(v) : format_count(v, /*sign=*/true);
 }
 
@@ -246,10 +277,10 @@ void fill_total(DiffResult& d, const RunData& before, const RunData& after, doub
   } else {
     auto sum = [&](const RunData& run) {
       const TableRows t = make_table_rows(run.ops, run.has_gpu, {"", 0});
-      if (d.metric == "count") {
-        double calls = 0;
-        for (const OpStats& op : t.rows) calls += static_cast<double>(op.calls);
-        return calls;
+      if (d.metric == "count" || d.memory_metric) {
+        double sum = 0;
+        for (const OpStats& op : t.rows) sum += metric_of(op, d.metric);
+        return sum;
       }
       return static_cast<double>(is_cuda_metric(d.metric) ? t.self_cuda_total_ns : t.self_cpu_total_ns);
     };
@@ -262,6 +293,7 @@ void fill_total(DiffResult& d, const RunData& before, const RunData& after, doub
 const char* total_label(const std::string& metric) {
   if (metric == "step_time") return "Step time avg";
   if (metric == "count") return "Calls total";
+  if (is_memory_metric(metric)) return "Memory, sum of the rows";
   return is_cuda_metric(metric) ? "Self CUDA time total" : "Self CPU time total";
 }
 
@@ -333,7 +365,8 @@ double quantile_ns(std::vector<int64_t> v, double q) {
 DiffResult compute_diff(const RunData& before, const RunData& after, const DiffOptions& options) {
   DiffResult d;
   d.metric = resolve_metric(before, after, options.metric);
-  d.time_metric = d.metric != "count";
+  d.memory_metric = is_memory_metric(d.metric);
+  d.time_metric = d.metric != "count" && !d.memory_metric;
   d.before_source = before.source;
   d.after_source = after.source;
   d.threshold_pct = options.threshold_pct;
@@ -577,7 +610,8 @@ std::string number(double v) {
 }
 
 std::string render_csv_rows(const DiffResult& d, int row_limit) {
-  const std::string unit = std::string(d.time_metric ? "ns" : "calls") + (d.per_step ? "_per_step" : "");
+  const std::string unit =
+      std::string(d.memory_metric ? "bytes" : d.time_metric ? "ns" : "calls") + (d.per_step ? "_per_step" : "");
   std::string out = "name,kind,before_" + unit + ",after_" + unit + ",delta_" + unit + ",delta_pct,status\n";
   auto row = [&](const DiffRow& r) {
     const std::optional<double> pct = r.delta_pct();
@@ -600,7 +634,7 @@ std::string render_json_doc(const DiffResult& d, int row_limit) {
   nlohmann::ordered_json j;
   j["schema"] = "torchprof.diff/1";
   j["metric"] = d.metric;
-  j["unit"] = d.time_metric ? "ns" : "calls";
+  j["unit"] = d.memory_metric ? "bytes" : d.time_metric ? "ns" : "calls";
   j["per_step"] = d.per_step;
   j["before"] = {{"source", d.before_source}, {"steps", d.before_steps}};
   j["after"] = {{"source", d.after_source}, {"steps", d.after_steps}};

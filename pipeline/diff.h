@@ -26,6 +26,10 @@ struct RunData {
   int64_t gpu_busy_ns = 0;
   int64_t gpu_idle_ns = 0;
   int64_t peak_memory_bytes = 0;        // highest memory.peak_bytes_per_device
+  // --profile-memory: the highest tensor peak (memory.tensors[].peak_bytes) and the leak
+  // finding's bytes a step (0 without one); -1 when tensor memory was not recorded.
+  int64_t tensor_peak_bytes = -1;
+  int64_t leak_bytes_per_step = -1;
   std::vector<OpStats> ops;             // as summary.json lists them (not folded)
   std::vector<int64_t> step_dur_ns;     // recorded steps of every process, the implicit one too
   uint64_t marked_steps = 0;            // recorded steps that came from step markers
@@ -69,7 +73,8 @@ struct DiffRow {
 
 struct DiffResult {
   std::string metric;
-  bool time_metric = true;       // values are nanoseconds (else counts)
+  bool time_metric = true;       // values are nanoseconds (else counts, or bytes:)
+  bool memory_metric = false;    // a *_memory_usage metric: values are bytes
   bool per_step = false;         // values are divided by each run's recorded step count
   uint64_t before_steps = 0;
   uint64_t after_steps = 0;

@@ -12,6 +12,7 @@ same number of calls as torchprof."""
 import json
 import os
 import re
+import subprocess
 
 import tp
 from tp import check, check_eq
@@ -226,7 +227,42 @@ def cuda_steady():
     check("tensors" not in plain.summary["memory"], "nothing recorded without --profile-memory")
 
 
-SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady]
+def torchprof(args):
+    proc = subprocess.run([tp.bin_path("torchprof")] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=120)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def gates():
+    leaking, _ = loop("append")
+    steady_run, _ = loop("steady")
+    rc, _, err = torchprof(["check", leaking.out_dir, "--max", "leak_bytes_per_step=0"])
+    check_eq(rc, 1, f"a leak breaks leak_bytes_per_step=0: {err}")
+    check("leak_bytes_per_step 3.91KB > 0" in err, f"the breach names its figure (4,000 bytes): {err}")
+    rc, out, err = torchprof(["check", steady_run.out_dir, "--max", "leak_bytes_per_step=0", "--max", "peak_memory=1GB",
+                              "--max", "op:aten::randn:cpu_memory_usage=1MB"])
+    check_eq(rc, 0, f"a steady loop passes: {out} {err}")
+    peak = max(p["peak_bytes"]["cpu"] for p in steady_run.summary["memory"]["tensors"])
+    rc, _, err = torchprof(["check", steady_run.out_dir, "--max", f"peak_memory={peak - 1}B"])
+    check_eq(rc, 1, f"peak_memory is the tensor peak ({peak} bytes): {err}")
+    plain = run_py([LOOPS, "steady", "3"], options=["--pytorch-ops"], timeout=300)
+    rc, _, err = torchprof(["check", plain.out_dir, "--max", "leak_bytes_per_step=0"])
+    check_eq(rc, 2, f"no tensor memory recorded: an input error: {err}")
+    check("--profile-memory" in err, f"the error says what to record: {err}")
+    # diff by a memory column: the leaking run's aten::randn keeps what it allocates.
+    rc, out, err = torchprof(["diff", steady_run.out_dir, leaking.out_dir, "--metric", "cpu_memory_usage",
+                              "--format", "json"])
+    check_eq(rc, 0, f"diff --metric cpu_memory_usage: {err}")
+    d = json.loads(out)
+    check_eq(d["unit"], "bytes", "the diff's unit")
+    rows = {r["name"]: r for r in d["rows"]}
+    check("aten::randn" in rows, f"aten::randn in the diff: {sorted(rows)[:20]}")
+    check(rows["aten::randn"]["after"] > rows["aten::randn"]["before"], f"aten::randn keeps more: {rows['aten::randn']}")
+    rc, _, err = torchprof(["diff", plain.out_dir, leaking.out_dir, "--metric", "cpu_memory_usage"])
+    check_eq(rc, 2, f"a run without tensor memory cannot be compared by memory: {err}")
+
+
+SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady, gates]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
