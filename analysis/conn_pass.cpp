@@ -543,7 +543,8 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
     inner->mem_self[device] += delta;
     inner->mem_total[device] += delta;
   }
-  if (!st_.wants.records || !st_.kept(ts)) return;
+  // Kept for the traces and report.html's curve: those of the traced steps only.
+  if (!st_.wants.records || !st_.kept(ts) || st_.cycle(step) < 0) return;
   MemoryEvent m;
   m.alloc = alloc;
   m.device_type = device_type;
@@ -553,6 +554,7 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
     m.total_reserved = static_cast<int64_t>(totals.reserved);
   }
   m.ts_ns = ts;
+  m.live_bytes = st_.tensors->allocated(device);  // the running total as read
   m.address = r.a;
   m.bytes = static_cast<uint64_t>(delta < 0 ? -delta : delta);
   m.step = step;

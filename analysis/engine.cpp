@@ -193,8 +193,10 @@ void finish_process(ProcessState& st) {
   proc.memory_events = std::move(st.memory_events);
   running_totals(proc.memory_events);
   if (st.tensors != nullptr && st.tensors->any()) {
+    // Their running totals were kept as read: the events of steps not traced are not here.
     proc.tensor_memory = std::move(st.tensor_events);
-    running_totals(proc.tensor_memory);
+    std::stable_sort(proc.tensor_memory.begin(), proc.tensor_memory.end(),
+                     [](const MemoryEvent& x, const MemoryEvent& y) { return x.ts_ns < y.ts_ns; });
     proc.tensor_summary = st.tensors->finish(proc.steps.empty() ? st.steps : proc.steps);
   }
   for (size_t r = 0; r < st.roles.size(); ++r) {

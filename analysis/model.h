@@ -352,8 +352,9 @@ struct Process {
   // GPU side (CUPTI); API calls are CPU events.
   std::vector<GpuRecord> gpu_records;      // sorted by start_ns
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
-  // torch's tensor allocations and frees (--profile-memory), sorted by ts_ns, with their
-  // running totals; kept for the traces only.
+  // torch's tensor allocations and frees (--profile-memory) of the traced steps, sorted
+  // by ts_ns, with the running totals of all of them (live_bytes); for the traces and
+  // report.html.
   std::vector<MemoryEvent> tensor_memory;
   std::optional<TensorMemorySummary> tensor_summary;  // set when tensor memory was recorded
   // What the overview's step time breakdown needs of the CPU side: the merged intervals

@@ -249,25 +249,19 @@ class CycleWriter {
     // What lies outside every step is in the first cycle's trace: its span holds it.
     const bool outside = proc.outside_steps_counted && cycle_ == 0;
     const uint32_t main_tid = proc.threads.empty() ? static_cast<uint32_t>(proc.pid) : proc.threads.front().tid;
-    for (const MemoryEvent& m : proc.memory_events) {
-      const bool in_cycle = m.step < 0 ? outside
-                                       : static_cast<size_t>(m.step) < proc.steps.size() && proc.steps[m.step].cycle == cycle_;
-      if (!in_cycle) continue;
-      extent_.start = std::min(extent_.start, m.ts_ns);
-      extent_.end = std::max(extent_.end, m.ts_ns);
-      begin_value();
-      kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
-      flush();
-    }
-    for (const MemoryEvent& m : proc.tensor_memory) {
-      const bool in_cycle = m.step < 0 ? outside
-                                       : static_cast<size_t>(m.step) < proc.steps.size() && proc.steps[m.step].cycle == cycle_;
-      if (!in_cycle) continue;
-      extent_.start = std::min(extent_.start, m.ts_ns);
-      extent_.end = std::max(extent_.end, m.ts_ns);
-      begin_value();
-      kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
-      flush();
+    // Device memory (CUPTI), then torch's tensors (--profile-memory): [memory] instants.
+    for (const std::vector<MemoryEvent>* events : {&proc.memory_events, &proc.tensor_memory}) {
+      for (const MemoryEvent& m : *events) {
+        const bool in_cycle = m.step < 0 ? outside
+                                         : static_cast<size_t>(m.step) < proc.steps.size() &&
+                                               proc.steps[m.step].cycle == cycle_;
+        if (!in_cycle) continue;
+        extent_.start = std::min(extent_.start, m.ts_ns);
+        extent_.end = std::max(extent_.end, m.ts_ns);
+        begin_value();
+        kineto::append_memory_event(out_, m, proc.pid, m.tid != 0 ? m.tid : main_tid, base_);
+        flush();
+      }
     }
     for (const Step& s : proc.steps) {
       if (s.cycle == cycle_ && needs_synthetic_step(s)) synthetic_step(s);

@@ -257,6 +257,11 @@ check_torch() {
     --reference "$KEEP/torch_ref_inside.json" --gpu-only
   pyrun "$GPU_DIR/cupti_verdicts.py" second-client --summary "$RUNS/torch_inside/summary.json" \
     --inside "$KEEP/torch_ref_inside.json" --alone "$KEEP/torch_ref.json" --rc "${RC[torch_inside]}"
+  # --profile-memory: the caching allocator's reports against its own peaks.
+  tp_step torch_memory 120 --profile-memory -- "$PY" "$script" --memory-stats "$KEEP/torch_mem_ref.json"
+  keep_run torch_memory
+  pyrun "$GPU_DIR/cupti_verdicts.py" memory --summary "$RUNS/torch_memory/summary.json" \
+    --memory-ref "$KEEP/torch_mem_ref.json"
 }
 
 walls() {  # walls PLAIN TORCHPROF REFERENCE LABEL: the slowdown verdict from three steps' walls
@@ -302,6 +307,17 @@ EOF
   pyrun "$GPU_DIR/cupti_verdicts.py" second-client --summary "$RUNS/torch_inside/summary.json" \
     --launched "spin_kernel(long long)=4" --rc "${RC[torch_inside]}" --label "$STANDIN"
   unset TORCHPROF_CUPTI_LIB
+  # --profile-memory over a stand-in libc10/libc10_cuda: 10 blocks of 1.5 MiB kept, in 2 MiB segments.
+  local loop="$BUILD/tests/programs/fake_torch_loop"
+  if [[ -x $loop ]]; then
+    echo '{"max_allocated": 15728640, "max_reserved": 16777216}' >"$KEEP/torch_mem_ref.json"
+    tp_step torch_memory 60 --profile-memory -- "$loop" 10 4096 1572864 1
+    keep_run torch_memory
+    pyrun "$GPU_DIR/cupti_verdicts.py" memory --summary "$RUNS/torch_memory/summary.json" \
+      --memory-ref "$KEEP/torch_mem_ref.json" --label "$STANDIN"
+  else
+    log "FAIL memory$STANDIN: $loop is not built"
+  fi
 }
 
 # run_killed NAME DELAY_S LIMIT_S CMD...: torchprof-run -o $RUNS/NAME -- CMD in the background;

@@ -235,10 +235,28 @@ def slowdown(a):
             f"{plain / 1e6:.0f} ms (at most {SLOWDOWN_MAX}x the reference's wall)")
 
 
+def memory(a):
+    """--profile-memory on CUDA tensors: the caching allocator's reports reached torchprof
+    (its peak of allocated bytes is the one torch.cuda.max_memory_allocated() gives), and
+    ops carry CUDA memory."""
+    summary, ref = load(a.summary), load(a.memory_ref)
+    m = summary.get("memory", {})
+    frag = m.get("fragmentation") or {}
+    peak = frag.get("allocated_bytes_at_peak")
+    verdict(peak == ref["max_allocated"], f"memory.cuda_peak{a.label}",
+            f"allocated at the peak {peak}, torch.cuda.max_memory_allocated() {ref['max_allocated']}")
+    reserved = frag.get("reserved_peak_bytes")
+    verdict(reserved == ref["max_reserved"], f"memory.cuda_reserved{a.label}",
+            f"reserved at most {reserved}, torch.cuda.max_memory_reserved() {ref['max_reserved']}")
+    rows = [o for o in summary.get("ops", []) if o.get("self_cuda_memory_usage", 0) > 0]
+    verdict(bool(rows), f"memory.cuda_rows{a.label}",
+            f"{len(rows)} rows with Self CUDA Mem > 0, e.g. {[o['name'] for o in rows[:3]]}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case_name", choices=["profiler-stop", "no-sync-exit", "sigkill", "second-client", "nvcc13",
-                                         "slowdown", "trace"])
+                                         "slowdown", "trace", "memory"])
     p.add_argument("--summary")
     p.add_argument("--case")
     p.add_argument("--rc", type=int)
@@ -253,14 +271,15 @@ def main():
     p.add_argument("--no-driver", action="store_true")
     p.add_argument("--expect-rc", type=int, default=0)
     p.add_argument("--wall", action="append", default=[])
+    p.add_argument("--memory-ref")
     a = p.parse_args()
     global SUFFIX
-    if a.case_name not in ("nvcc13", "slowdown", "trace"):
+    if a.case_name not in ("nvcc13", "slowdown", "trace", "memory"):
         SUFFIX = a.label
     try:
         {"profiler-stop": profiler_stop, "no-sync-exit": no_sync_exit, "sigkill": sigkill,
          "second-client": second_client, "nvcc13": nvcc13, "slowdown": slowdown,
-         "trace": trace}[a.case_name](a)
+         "trace": trace, "memory": memory}[a.case_name](a)
     except (OSError, ValueError, KeyError, TypeError) as e:
         verdict(False, f"cupti.{a.case_name.replace('-', '_')}", f"cannot read the results: {e}")
     return 0

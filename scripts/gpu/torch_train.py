@@ -2,6 +2,8 @@
 
 Plain:                    python3 torch_train.py [--steps N]   (run it under torchprof-run too)
 Reference:                python3 torch_train.py --torch-profiler REF.json
+Memory reference:         python3 torch_train.py --memory-stats MEM.json (under torchprof-run
+                          --profile-memory: the caching allocator's own peaks to compare)
 The same loop runs in both; with --torch-profiler all of it (model creation included)
 is inside torch.profiler.profile(activities=[CPU, CUDA]) and REF.json gets
 key_averages() (times in us, as torch gives them) and the GPU activities of
@@ -25,6 +27,7 @@ def parse_args():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--device", default="cuda")
     p.add_argument("--torch-profiler", metavar="OUT_JSON", default=None)
+    p.add_argument("--memory-stats", metavar="OUT_JSON", default=None)
     return p.parse_args()
 
 
@@ -130,6 +133,13 @@ def main():
     else:
         loss = train(args)
         wall = time.perf_counter() - t0
+    if args.memory_stats and args.device.startswith("cuda"):
+        stats = torch.cuda.memory_stats()
+        with open(args.memory_stats, "w") as f:
+            json.dump({"max_allocated": torch.cuda.max_memory_allocated(),
+                       "max_reserved": torch.cuda.max_memory_reserved(),
+                       "allocated": torch.cuda.memory_allocated(),
+                       "num_alloc_retries": stats.get("num_alloc_retries", 0)}, f)
     print("torch_train: %d steps, loss %.4f, wall %.3f ms" % (args.steps, loss, wall * 1e3))
     sys.stdout.flush()
 

@@ -175,7 +175,8 @@ def completion():
              {"none", "cudaProfilerApi", "nvtx:", "signal"}, "values of --capture-range")
     check_eq(complete(tree, ["torchprof", "diff", "--metric", ""]),
              {"cuda_time_total", "cpu_time_total", "self_cpu_time_total", "self_cuda_time_total", "count",
-              "step_time"}, "values of diff --metric (those it accepts)")
+              "step_time", "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+              "self_cuda_memory_usage"}, "values of diff --metric (those it accepts)")
     check_eq(complete(tree, ["torchprof-run", "--trace", "nvtx,g"]), {"nvtx,gpu"}, "--trace's comma list")
     check({"--steps", "--wait"} <= complete(tree, ["torchprof", "trigger", "--"]), "trigger's options")
     run_all = complete(tree, ["torchprof-run", "-"])
