@@ -6,7 +6,7 @@ memory is known (tests/programs/py/memory_loops.py).
 
 torch attributes a [memory] event to every op whose microsecond interval holds its
 microsecond time, on any thread, so an event at an op's edge moves between runs: a row
-is compared only when torch gives it the same CPU Mem in three runs of its own, and the
+is compared only when torch gives it the same CPU Mem in four runs of its own, and the
 same number of calls as torchprof."""
 
 import json
@@ -21,7 +21,7 @@ from test_python import clean_env, run_plain, run_py, script
 OPS = script("ops_models.py")
 LOOPS = script("memory_loops.py")
 STEPS = 5          # torch: wait=1, warmup=1, active=3; torchprof the same schedule
-TORCH_RUNS = 3
+TORCH_RUNS = 4
 LOOP_STEPS = 12
 
 
