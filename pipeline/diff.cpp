@@ -278,9 +278,9 @@ void fill_total(DiffResult& d, const RunData& before, const RunData& after, doub
     auto sum = [&](const RunData& run) {
       const TableRows t = make_table_rows(run.ops, run.has_gpu, {"", 0});
       if (d.metric == "count" || d.memory_metric) {
-        double sum = 0;
-        for (const OpStats& op : t.rows) sum += metric_of(op, d.metric);
-        return sum;
+        double rows_total = 0;
+        for (const OpStats& op : t.rows) rows_total += metric_of(op, d.metric);
+        return rows_total;
       }
       return static_cast<double>(is_cuda_metric(d.metric) ? t.self_cuda_total_ns : t.self_cpu_total_ns);
     };
