@@ -394,4 +394,20 @@ class ConnPass {
   std::unordered_map<uint32_t, uint32_t> context_device_;  // sync records' devices, as kernels show them
 };
 
+// Inline here: the pass's files (conn_pass*.cpp) all use them.
+[[gnu::always_inline]] inline int32_t ConnPass::step_of(ThreadState& t, int64_t start) {
+  if (st_.steps.empty()) return -1;
+  if (st_.locator == nullptr) return 0;  // one pass: the process is its one step
+  const bool restart = !t.located;
+  t.located = true;
+  return st_.locator->step_of(start, t.cursor, restart);
+}
+
+[[gnu::always_inline]] inline Open* ConnPass::parent_of(ThreadState& t, size_t pos) {
+  for (size_t i = pos; i-- > 0;) {
+    if (t.stack[i].kept) return &t.stack[i];
+  }
+  return nullptr;
+}
+
 }  // namespace torchprof::engine

@@ -4,9 +4,9 @@
 
 namespace torchprof {
 
-TensorMemory::TensorMemory(const std::vector<Step>* steps) : steps_(steps) {
-  if (steps_ == nullptr || steps_->empty()) return;
-  for (const Step& s : *steps_) {
+TensorMemory::TensorMemory(const std::vector<Step>* steps) {
+  if (steps == nullptr || steps->empty()) return;
+  for (const Step& s : *steps) {
     bounds_.push_back(s.start_ns);
     bounds_.push_back(s.start_ns + s.dur_ns);
     steps_end_ = std::max(steps_end_, s.start_ns + s.dur_ns);

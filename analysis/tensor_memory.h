@@ -75,7 +75,6 @@ class TensorMemory {
   void survived(const Live& l);
   StepState& step_state(size_t dev, int32_t step);
 
-  const std::vector<Step>* steps_;
   std::vector<int64_t> bounds_;                 // sorted step starts and ends (two passes)
   std::array<std::vector<int64_t>, 2> buckets_; // [i]: bytes added at times in [bounds_[i-1], bounds_[i])
   std::unordered_map<uint64_t, Live> live_;

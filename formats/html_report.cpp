@@ -301,13 +301,13 @@ Json gpu_steps_json(const Run& run) {
 
 // [time, bytes] pairs of running totals, at most `limit` (the highest value of each
 // bucket, so that peaks survive).
-Json memory_points(const std::vector<MemoryEvent>& events, int64_t base, size_t limit) {
+Json memory_points(const std::vector<const MemoryEvent*>& events, int64_t base, size_t limit) {
   const size_t bucket = std::max<size_t>(1, (events.size() + limit - 1) / std::max<size_t>(1, limit));
   Json points = Json::array();
   for (size_t i = 0; i < events.size(); i += bucket) {
-    const MemoryEvent* best = &events[i];
+    const MemoryEvent* best = events[i];
     for (size_t j = i; j < std::min(events.size(), i + bucket); ++j) {
-      if (events[j].live_bytes > best->live_bytes) best = &events[j];
+      if (events[j]->live_bytes > best->live_bytes) best = events[j];
     }
     points.push_back(Json::array({best->ts_ns - base, best->live_bytes}));
   }
@@ -321,20 +321,13 @@ Json memory_json(const Run& run, int64_t base, size_t limit) {
     std::map<uint32_t, std::vector<const MemoryEvent*>> by_device;
     for (const MemoryEvent& m : p.memory_events) by_device[m.device].push_back(&m);
     for (const auto& [device, events] : by_device) {
-      const size_t bucket = std::max<size_t>(1, (events.size() + limit - 1) / std::max<size_t>(1, limit));
-      Json points = Json::array();
-      for (size_t i = 0; i < events.size(); i += bucket) {
-        const MemoryEvent* best = events[i];
-        for (size_t j = i; j < std::min(events.size(), i + bucket); ++j) {
-          if (events[j]->live_bytes > best->live_bytes) best = events[j];
-        }
-        points.push_back(Json::array({best->ts_ns - base, best->live_bytes}));
-      }
-      out.push_back({{"pid", p.pid}, {"device", device}, {"points", std::move(points)}});
+      out.push_back({{"pid", p.pid}, {"device", device}, {"points", memory_points(events, base, limit)}});
     }
     if (!p.tensor_memory.empty()) {
+      std::vector<const MemoryEvent*> tensors;
+      for (const MemoryEvent& m : p.tensor_memory) tensors.push_back(&m);
       out.push_back({{"pid", p.pid}, {"device", -1}, {"label", "CPU tensors"},
-                     {"points", memory_points(p.tensor_memory, base, limit)}});
+                     {"points", memory_points(tensors, base, limit)}});
     }
   }
   return out;

@@ -201,9 +201,16 @@ void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_
   write_unit(tb, name, &r, 1);
 }
 
-void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t device_type, uint64_t address, uint64_t bytes) {
-  Record r{k(kind), 0, device_type, 0, stamp(tb), address, bytes};
-  write_unit(tb, NameRef{}, &r, 1);
+void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t domain, uint64_t address, uint64_t bytes,
+                          const wire::TensorTotals* totals) {
+  Record recs[2];
+  recs[0] = Record{k(kind), static_cast<uint8_t>(totals != nullptr ? 1 : 0), domain, 0, stamp(tb), address, bytes};
+  if (totals == nullptr) {
+    write_unit(tb, NameRef{}, recs, 1);
+    return;
+  }
+  memcpy(&recs[1], totals, sizeof *totals);
+  write_unit(tb, NameRef{}, recs, 2, 1);
 }
 
 void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source) {

@@ -38,8 +38,10 @@ int record_op_begin(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint
 int record_op_end(ThreadBuffer* tb, uint16_t domain, uint64_t handle);
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
 // A tensor allocation (kTensorAlloc, with its bytes) or free (kTensorFree, bytes 0) of
-// torch's allocator on `device_type` (torch's numbering, 0 CPU).
-void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t device_type, uint64_t address, uint64_t bytes);
+// torch's allocators; `domain`: the device type (torch's numbering, 0 CPU) | index << 8.
+// With `totals` (CUDA: the caching allocator's), one continuation slot carries them.
+void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t domain, uint64_t address, uint64_t bytes,
+                          const wire::TensorTotals* totals = nullptr);
 // A range that already ended, with the caller's CLOCK_MONOTONIC times: kStart at
 // start_ns and kEnd at end_ns under one range id, written as one unit. Its name is
 // not taken as the program's own step marker.

@@ -21,7 +21,6 @@
 #include <cstring>
 
 #include "inject/capture_control.h"
-#include "inject/clock.h"
 #include "inject/config.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
@@ -91,20 +90,13 @@ void resolve() {
   g_alloc.store(&plain_alloc, std::memory_order_release);
 }
 
-inline AllocFn real_alloc() {
-  AllocFn f = g_alloc.load(std::memory_order_acquire);
+// libc10's function in `slot`, looked up at the first call.
+template <typename Fn>
+inline Fn real(std::atomic<Fn>& slot) {
+  Fn f = slot.load(std::memory_order_acquire);
   if (__builtin_expect(f == nullptr, 0)) {
     resolve();
-    f = g_alloc.load(std::memory_order_acquire);
-  }
-  return f;
-}
-
-inline FreeFn real_free() {
-  FreeFn f = g_free.load(std::memory_order_acquire);
-  if (__builtin_expect(f == nullptr, 0)) {
-    resolve();
-    f = g_free.load(std::memory_order_acquire);
+    f = slot.load(std::memory_order_acquire);
   }
   return f;
 }
@@ -119,30 +111,13 @@ inline ReportFn real_report() {
   return f;
 }
 
-inline void note_report(void* p, int64_t bytes, size_t allocated, size_t reserved, c10::Device device) {
+// One record on the calling thread's buffer; `totals` with CUDA tensors' reports.
+inline void note(wire::Kind kind, uint16_t domain, void* p, uint64_t bytes, const wire::TensorTotals* totals) {
   CallbackGuard guard;
   if (!guard.entered()) return;
   ThreadBuffer* tb = current_buffer();
   if (tb == nullptr) return;
-  const bool alloc = bytes > 0;
-  if (alloc && !capture::fast()) return;
-  const uint16_t domain = static_cast<uint16_t>(static_cast<uint8_t>(device.type) |
-                                                static_cast<uint8_t>(device.index < 0 ? 0 : device.index) << 8);
-  uint64_t ts = now_ns();
-  if (ts < tb->last_ts) ts = tb->last_ts;  // a thread's records keep their order
-  tb->last_ts = ts;
-  wire::Record head{static_cast<uint8_t>(alloc ? wire::Kind::kTensorAlloc : wire::Kind::kTensorFree), 0, domain, 0,
-                    ts, reinterpret_cast<uintptr_t>(p), alloc ? static_cast<uint64_t>(bytes) : 0};
-  const wire::TensorTotals totals{allocated, reserved, 0, 0};
-  record_with_extra(tb, NameRef{}, head, &totals, 1);
-}
-
-inline void note(wire::Kind kind, void* p, size_t bytes) {
-  CallbackGuard guard;
-  if (!guard.entered()) return;
-  ThreadBuffer* tb = current_buffer();
-  if (tb == nullptr) return;
-  record_tensor_memory(tb, kind, /*device_type=*/0, reinterpret_cast<uintptr_t>(p), bytes);
+  record_tensor_memory(tb, kind, domain, reinterpret_cast<uintptr_t>(p), bytes, totals);
 }
 
 }  // namespace
@@ -157,26 +132,35 @@ TORCHPROF_EXPORT void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size,
 
 void* alloc_cpu(size_t nbytes) {
   namespace tpi = torchprof::inject;
-  void* p = tpi::real_alloc()(nbytes);
+  void* p = tpi::real(tpi::g_alloc)(nbytes);
   // While recording is paused allocations are not recorded; their frees still are (the
   // analysis counts a free it cannot pair apart).
   if (p != nullptr && tpi::config().tensor_memory && tpi::capture::fast()) {
-    tpi::note(torchprof::wire::Kind::kTensorAlloc, p, nbytes);
+    tpi::note(torchprof::wire::Kind::kTensorAlloc, /*domain=*/0, p, nbytes, nullptr);
   }
   return p;
 }
 
 void free_cpu(void* data) {
   namespace tpi = torchprof::inject;
-  if (data != nullptr && tpi::config().tensor_memory) tpi::note(torchprof::wire::Kind::kTensorFree, data, 0);
-  tpi::real_free()(data);
+  if (data != nullptr && tpi::config().tensor_memory) {
+    tpi::note(torchprof::wire::Kind::kTensorFree, /*domain=*/0, data, 0, nullptr);
+  }
+  tpi::real(tpi::g_free)(data);
 }
 
 void reportMemoryUsageToProfiler(void* ptr, int64_t alloc_size, size_t total_allocated, size_t total_reserved,
                                  Device device) {
   namespace tpi = torchprof::inject;
-  if (ptr != nullptr && alloc_size != 0 && device.type == tpi::kCuda && tpi::config().tensor_memory) {
-    tpi::note_report(ptr, alloc_size, total_allocated, total_reserved, device);
+  // An allocation is not recorded while recording is paused; a free always is.
+  const bool alloc = alloc_size > 0;
+  if (ptr != nullptr && alloc_size != 0 && device.type == tpi::kCuda && tpi::config().tensor_memory &&
+      (!alloc || tpi::capture::fast())) {
+    const auto domain = static_cast<uint16_t>(static_cast<uint8_t>(device.type) |
+                                              static_cast<uint8_t>(device.index < 0 ? 0 : device.index) << 8);
+    const torchprof::wire::TensorTotals totals{total_allocated, total_reserved, 0, 0};
+    tpi::note(alloc ? torchprof::wire::Kind::kTensorAlloc : torchprof::wire::Kind::kTensorFree, domain, ptr,
+              alloc ? static_cast<uint64_t>(alloc_size) : 0, &totals);
   }
   if (tpi::ReportFn real = tpi::real_report()) real(ptr, alloc_size, total_allocated, total_reserved, device);
 }
