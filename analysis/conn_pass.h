@@ -24,6 +24,7 @@
 #include "analysis/gpu_decode.h"
 #include "analysis/interval_set.h"
 #include "analysis/launch_table.h"
+#include "analysis/memory_history.h"
 #include "analysis/model.h"
 #include "analysis/process_info.h"
 #include "analysis/process_scan.h"
@@ -51,6 +52,8 @@ struct OutputWants {
   size_t timeline = 0;
   bool stats = false;
   bool folded = false;
+  bool memory_snapshot = false;        // ProcessState::history (--memory-snapshot)
+  size_t memory_snapshot_entries = 0;  // the most entries it keeps
 };
 
 // The longest slices of a process's timeline, in memory bounded by twice the limit.
@@ -99,6 +102,7 @@ struct ProcessState {
   std::vector<MemoryEvent> memory_events;
   std::unique_ptr<TensorMemory> tensors;    // made at the first tensor record
   std::vector<MemoryEvent> tensor_events;   // for the traces
+  std::unique_ptr<MemoryHistoryBuilder> history;  // --memory-snapshot: CUDA tensors
   LongestSlices slices;
   RunStats stats;
   std::map<std::string, int64_t> folded;
@@ -260,6 +264,9 @@ class ConnPass {
   void start_record(const wire::Record& r, uint32_t tid, ThreadState& t);
   void api_call(const wire::Record& r, uint32_t tid, ThreadState& t);
   void tensor_memory(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid, ThreadState& t);
+  // --memory-snapshot: a CUDA tensor's allocation or free, with the ranges open on its thread.
+  void memory_history(bool alloc, uint32_t device, uint64_t address, uint64_t bytes, int64_t ts, uint32_t tid,
+                      const ThreadState& t);
 
   // ---- ranges ----
   // Closes the range at stack[pos] at `end`: counts it, hands it on, and adds its time to

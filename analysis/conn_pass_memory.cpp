@@ -1,7 +1,9 @@
 // The engine's pass over one connection (conn_pass.h): torch's tensor allocations and
 // frees (--profile-memory), counted for the ranges open on their thread.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "analysis/conn_pass.h"
 
@@ -65,6 +67,10 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
     delta = -st_.tensors->free(device, r.a, ts, &counted);
   }
   if (delta == 0) return;
+  if (st_.wants.memory_snapshot && device == 1 && st_.kept(ts)) {
+    memory_history(alloc, static_cast<uint32_t>(r.domain >> 8), r.a, static_cast<uint64_t>(delta < 0 ? -delta : delta),
+                   ts, tid, t);
+  }
   if (inner != nullptr && counted) {
     inner->mem_self[device] += delta;
     inner->mem_total[device] += delta;
@@ -86,6 +92,59 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
   m.step = step;
   m.tid = tid;
   st_.tensor_events.push_back(m);
+}
+
+namespace {
+
+// A Python frame as torch prints it, "file(line): function", in memory_viz's fields.
+MemoryFrame python_frame(const std::string& frame) {
+  MemoryFrame f;
+  const size_t close = frame.rfind("): ");
+  const size_t open = close == std::string::npos ? std::string::npos : frame.rfind('(', close);
+  if (open == std::string::npos) {
+    f.name = frame;
+    return f;
+  }
+  f.filename = frame.substr(0, open);
+  f.line = std::atoi(frame.substr(open + 1, close - open - 1).c_str());
+  f.name = frame.substr(close + 3);
+  return f;
+}
+
+}  // namespace
+
+void ConnPass::memory_history(bool alloc, uint32_t device, uint64_t address, uint64_t bytes, int64_t ts,
+                              uint32_t tid, const ThreadState& t) {
+  if (st_.history == nullptr) st_.history = std::make_unique<MemoryHistoryBuilder>(st_.wants.memory_snapshot_entries);
+  // The stack's key: its ranges' names and the op whose Python frames end it.
+  const OpInfo* frames_of = nullptr;
+  std::string key;
+  for (auto o = t.stack.rbegin(); o != t.stack.rend(); ++o) {
+    if (!o->kept) continue;
+    key += o->kind->shown.str();
+    key += '\n';
+    if (frames_of == nullptr && o->kind->op != nullptr && !o->kind->op->stack.empty()) frames_of = o->kind->op;
+  }
+  key += std::to_string(reinterpret_cast<uintptr_t>(frames_of));
+  MemoryHistoryEntry e;
+  if (!st_.history->known(key, &e.stack)) {
+    std::vector<MemoryFrame> frames;
+    for (auto o = t.stack.rbegin(); o != t.stack.rend(); ++o) {
+      if (!o->kept) continue;
+      frames.push_back({o->kind->op != nullptr ? "<torch op>" : "<range>", 0, o->kind->shown.str()});
+    }
+    if (frames_of != nullptr) {
+      for (const std::string& f : frames_of->stack) frames.push_back(python_frame(f));
+    }
+    e.stack = st_.history->stack(std::move(frames), key);
+  }
+  e.alloc = alloc;
+  e.device = device;
+  e.address = address;
+  e.bytes = bytes;
+  e.ts_ns = ts;
+  e.tid = tid;
+  st_.history->add(e);
 }
 
 }  // namespace torchprof::engine

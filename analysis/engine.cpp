@@ -97,6 +97,8 @@ class ProcessAnalysis {
     wants_.timeline = outputs.timeline;
     wants_.stats = outputs.stats;
     wants_.folded = outputs.folded;
+    wants_.memory_snapshot = outputs.memory_snapshot;
+    wants_.memory_snapshot_entries = outputs.memory_snapshot_entries;
   }
 
   // Fills `proc` (whose identity is set) and returns its state for the run's assembly.
@@ -198,6 +200,15 @@ void finish_process(ProcessState& st) {
     std::stable_sort(proc.tensor_memory.begin(), proc.tensor_memory.end(),
                      [](const MemoryEvent& x, const MemoryEvent& y) { return x.ts_ns < y.ts_ns; });
     proc.tensor_summary = st.tensors->finish(proc.steps.empty() ? st.steps : proc.steps);
+  }
+  if (st.history != nullptr) {
+    proc.memory_history = st.history->finish();
+    if (proc.memory_history->dropped > 0) {
+      st.late_warnings.push_back("memory_snapshot.pickle holds the last " +
+                                 std::to_string(proc.memory_history->max_entries) + " CUDA tensor entries: " +
+                                 std::to_string(proc.memory_history->dropped) +
+                                 " older ones left out (--memory-snapshot-entries)");
+    }
   }
   for (size_t r = 0; r < st.roles.size(); ++r) {
     proc.roles_filled_ns += st.roles[r].filled_ns();

@@ -40,6 +40,9 @@ struct EngineOutputs {
   size_t timeline = 0;      // Run::timeline: the longest this many slices (0: none)
   bool stats = false;       // Run::stats
   bool folded = false;      // Run::folded
+  // Process::memory_history of CUDA tensors (--memory-snapshot), the last this many entries.
+  bool memory_snapshot = false;
+  size_t memory_snapshot_entries = 0;
   TraceSinkFactory traces;  // empty: no traces
   // Called with the frame bytes read so far and the total, at most once per percent.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -229,6 +229,33 @@ struct StepMemory {
   std::string peak_op;        // the op (innermost range) running at the peak, "" none
 };
 
+// --memory-snapshot: the CUDA tensor allocations and frees as torch's allocator history
+// (torch.cuda.memory._record_memory_history) holds them, for memory_snapshot.pickle:
+// the last max_entries of them in order, and before those the allocations still live at
+// the end that came earlier (marked `before`). Each names the ranges open on its thread,
+// innermost first, then the innermost op's Python frames (--with-stack).
+struct MemoryFrame {
+  std::string filename;        // a Python frame's file; "<torch op>" or "<range>" for ranges
+  int line = 0;
+  std::string name;            // the function, the op or the range's name
+};
+struct MemoryHistoryEntry {
+  bool alloc = true;           // false: a free (of a block whose allocation was read)
+  bool before = false;         // an allocation from before the kept entries, live at the end
+  uint32_t device = 0;         // the CUDA device index
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  int64_t ts_ns = 0;
+  uint32_t tid = 0;
+  uint32_t stack = 0;          // index into MemoryHistory::stacks
+};
+struct MemoryHistory {
+  std::vector<std::vector<MemoryFrame>> stacks;
+  std::vector<MemoryHistoryEntry> entries;
+  uint64_t dropped = 0;        // older entries past max_entries, left out
+  size_t max_entries = 0;
+};
+
 // Tensor allocations made during the steps that outlived them, by the op that made them.
 struct SurvivingAllocations {
   std::string op;             // the innermost range open at the allocation
@@ -357,6 +384,7 @@ struct Process {
   // report.html.
   std::vector<MemoryEvent> tensor_memory;
   std::optional<TensorMemorySummary> tensor_summary;  // set when tensor memory was recorded
+  std::optional<MemoryHistory> memory_history;        // --memory-snapshot, when CUDA tensors were recorded
   // What the overview's step time breakdown needs of the CPU side: the merged intervals
   // of the CUDA runtime calls, DataLoader ranges and other ranges (step markers aside) of
   // the recorded steps (analysis/overview.h). Kept to a bounded number of intervals: past

@@ -58,11 +58,21 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_flag("--advice", options.advice,
                "Also print the overview: step time breakdown, GPU idle causes, kernel launches, copies, "
                "synchronisations and the recommendations that follow (written to advice.txt)");
+  app.add_flag("--memory-snapshot", options.memory_snapshot,
+               "Also write memory_snapshot.pickle, the CUDA tensor allocations and frees with the ops "
+               "that made them, for pytorch.org/memory_viz (run: implies --profile-memory)");
+  app.add_option("--memory-snapshot-entries", options.memory_snapshot_entries,
+                 "The most entries memory_snapshot.pickle keeps (the last ones)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 void validate_analysis_options(const OutputOptions& options) {
   if (options.table_only && options.stats) throw UsageError("--stats needs the whole report, not --table-only");
   if (options.table_only && options.advice) throw UsageError("--advice needs the whole report, not --table-only");
+  if (options.table_only && options.memory_snapshot) {
+    throw UsageError("--memory-snapshot needs the whole report, not --table-only");
+  }
   if (!options.schedule.empty()) {
     // The warning (warmup=0) is the analysis's: it comes once, with the run's other notes.
     std::string error;

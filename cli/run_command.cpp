@@ -181,11 +181,12 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 
 std::string pytorch_ops_setting(const RunOptions& options) {
   const bool shapes = options.record_shapes || options.output.group_by_input_shape;
-  if (!options.pytorch_ops && !shapes && !options.with_stack && !options.profile_memory) return "";
+  const bool memory = options.profile_memory || options.output.memory_snapshot;
+  if (!options.pytorch_ops && !shapes && !options.with_stack && !memory) return "";
   std::string value = "ops";
   if (shapes) value += ",shapes";
   if (options.with_stack) value += ",stack";
-  if (options.profile_memory) value += ",memory";
+  if (memory) value += ",memory";
   return value;
 }
 

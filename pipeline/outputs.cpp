@@ -22,6 +22,7 @@
 #include "formats/folded_stacks.h"
 #include "formats/html_report.h"
 #include "formats/kineto_trace.h"
+#include "formats/memory_snapshot.h"
 #include "formats/rank_table.h"
 #include "formats/stats.h"
 #include "formats/summary_json.h"
@@ -82,6 +83,8 @@ EngineOutputs report_outputs(const std::string& capture, const OutputOptions& op
   eo.timeline = HtmlReportOptions{}.max_events;
   eo.stats = options.stats;
   eo.folded = true;
+  eo.memory_snapshot = options.memory_snapshot;
+  eo.memory_snapshot_entries = options.memory_snapshot_entries;
   if (traces != nullptr) eo.traces = traces->factory();
   eo.progress = progress_line(capture, options);
   return eo;
@@ -230,9 +233,12 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
   const Overview overview = compute_overview(run);
   const std::string advice = options.advice ? render_advice(overview, options.row_limit) : std::string();
   const OutputResult result = result_of(run, options);
+  std::vector<std::pair<std::string, std::string>> snapshots;
+  if (options.memory_snapshot) snapshots = render_memory_snapshots(run);
   if (options.write_files) {
     const DirHandle held = made_out_dir(options);
     const fs::path dir = shown_out_dir(options);
+    for (const auto& [name, contents] : snapshots) write_text(held, dir, name, contents);
     std::vector<std::string> traces;
     for (const TraceFile& f : trace_files) traces.push_back(f.path);
     write_text(held, dir, "summary.json", render_summary_json(run, traces, dir.string(), ranks, &overview));
@@ -258,6 +264,14 @@ OutputResult emit(const Run& run, const OutputOptions& options, std::ostream& ou
     }
     if (options.advice) out << "\n" << advice;
     print_notes(run, options, out);
+    if (options.memory_snapshot && snapshots.empty()) {
+      out << "torchprof: no CUDA tensor allocation was recorded: no memory snapshot written\n";
+    } else if (options.memory_snapshot && options.write_files) {
+      for (const auto& [name, contents] : snapshots) {
+        out << "torchprof: memory snapshot in " << (shown_out_dir(options) / name).string()
+            << " (open it at https://pytorch.org/memory_viz)\n";
+      }
+    }
     out.flush();
   }
   return result;

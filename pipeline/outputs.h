@@ -35,6 +35,8 @@ struct OutputOptions {
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
   bool table_only = false;                    // only the table (table.txt): the engine feeds
                                               // nothing else
+  bool memory_snapshot = false;               // memory_snapshot.pickle of CUDA tensors
+  size_t memory_snapshot_entries = 100000;    // the most entries it keeps (the last ones)
 };
 
 struct OutputResult {

@@ -257,11 +257,11 @@ check_torch() {
     --reference "$KEEP/torch_ref_inside.json" --gpu-only
   pyrun "$GPU_DIR/cupti_verdicts.py" second-client --summary "$RUNS/torch_inside/summary.json" \
     --inside "$KEEP/torch_ref_inside.json" --alone "$KEEP/torch_ref.json" --rc "${RC[torch_inside]}"
-  # --profile-memory: the caching allocator's reports against its own peaks.
-  tp_step torch_memory 120 --profile-memory -- "$PY" "$script" --memory-stats "$KEEP/torch_mem_ref.json"
+  # --memory-snapshot (so --profile-memory): the caching allocator's reports against its own peaks.
+  tp_step torch_memory 120 --memory-snapshot -- "$PY" "$script" --memory-stats "$KEEP/torch_mem_ref.json"
   keep_run torch_memory
   pyrun "$GPU_DIR/cupti_verdicts.py" memory --summary "$RUNS/torch_memory/summary.json" \
-    --memory-ref "$KEEP/torch_mem_ref.json"
+    --memory-ref "$KEEP/torch_mem_ref.json" --snapshot "$RUNS/torch_memory/memory_snapshot.pickle"
 }
 
 walls() {  # walls PLAIN TORCHPROF REFERENCE LABEL: the slowdown verdict from three steps' walls
@@ -311,10 +311,11 @@ EOF
   local loop="$BUILD/tests/programs/fake_torch_loop"
   if [[ -x $loop ]]; then
     echo '{"max_allocated": 15728640, "max_reserved": 16777216}' >"$KEEP/torch_mem_ref.json"
-    tp_step torch_memory 60 --profile-memory -- "$loop" 10 4096 1572864 1
+    tp_step torch_memory 60 --memory-snapshot -- "$loop" 10 4096 1572864 1
     keep_run torch_memory
     pyrun "$GPU_DIR/cupti_verdicts.py" memory --summary "$RUNS/torch_memory/summary.json" \
-      --memory-ref "$KEEP/torch_mem_ref.json" --label "$STANDIN"
+      --memory-ref "$KEEP/torch_mem_ref.json" --snapshot "$RUNS/torch_memory/memory_snapshot.pickle" \
+      --label "$STANDIN"
   else
     log "FAIL memory$STANDIN: $loop is not built"
   fi

@@ -251,6 +251,42 @@ def memory(a):
     rows = [o for o in summary.get("ops", []) if o.get("self_cuda_memory_usage", 0) > 0]
     verdict(bool(rows), f"memory.cuda_rows{a.label}",
             f"{len(rows)} rows with Self CUDA Mem > 0, e.g. {[o['name'] for o in rows[:3]]}")
+    if a.snapshot:
+        snapshot(a, ref)
+
+
+def snapshot(a, ref):
+    """--memory-snapshot: memory_snapshot.pickle replays to torch's own peak, and where
+    torch 2.x is at hand its memory_viz renders it."""
+    import pickle
+    try:
+        with open(a.snapshot, "rb") as f:
+            snap = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError) as e:
+        verdict(False, f"memory.snapshot{a.label}", f"cannot load {a.snapshot}: {e}")
+        return
+    live, now, peak = {}, 0, 0
+    for e in (snap.get("device_traces") or [[]])[0]:
+        if e["action"] == "alloc":
+            live[e["addr"]] = e["size"]
+            now += e["size"]
+        elif e["action"] == "free_completed" and e["addr"] in live:
+            now -= live.pop(e["addr"])
+        peak = max(peak, now)
+    verdict(peak == ref["max_allocated"], f"memory.snapshot{a.label}",
+            f"replayed peak {peak}, torch.cuda.max_memory_allocated() {ref['max_allocated']}")
+    try:
+        from torch.cuda import _memory_viz
+        plot = getattr(_memory_viz, "trace_plot", None)
+    except ImportError:
+        plot = None
+    if plot is not None:
+        try:
+            html = plot(snap)
+            verdict("device_traces" in html or len(html) > 1000, f"memory.snapshot_viz{a.label}",
+                    f"torch's _memory_viz.trace_plot made {len(html)} characters of HTML")
+        except Exception as e:  # noqa: BLE001 - any failure of torch's renderer is the finding
+            verdict(False, f"memory.snapshot_viz{a.label}", f"torch's _memory_viz.trace_plot: {e!r}")
 
 
 def main():
@@ -272,6 +308,7 @@ def main():
     p.add_argument("--expect-rc", type=int, default=0)
     p.add_argument("--wall", action="append", default=[])
     p.add_argument("--memory-ref")
+    p.add_argument("--snapshot")
     a = p.parse_args()
     global SUFFIX
     if a.case_name not in ("nvcc13", "slowdown", "trace", "memory"):

@@ -222,6 +222,83 @@ def cuda_leak():
     check_eq({e["args"]["Device Id"] for e in memory}, {0}, "device 0")
 
 
+# The opcodes pytorch.org/memory_viz's own reader (torch/utils/viz/MemoryViz.js unpickle)
+# takes; a pickle with any other does not open there.
+VIZ_OPCODES = {"PROTO", "FRAME", "STOP", "MARK", "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "SETITEMS", "SETITEM",
+               "DICT", "LIST", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "APPEND", "APPENDS", "BININT", "BININT1",
+               "BININT2", "LONG1", "BINFLOAT", "NONE", "NEWTRUE", "NEWFALSE", "SHORT_BINUNICODE", "BINUNICODE",
+               "MEMOIZE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET"}
+
+
+def load_snapshot(r, name="memory_snapshot.pickle"):
+    import pickle
+    import pickletools
+    with open(os.path.join(r.out_dir, name), "rb") as f:
+        data = f.read()
+    used = {op.name for op, _, _ in pickletools.genops(data)}
+    check(used <= VIZ_OPCODES, f"opcodes memory_viz cannot read: {sorted(used - VIZ_OPCODES)}")
+    return pickle.loads(data)
+
+
+def replay(trace):
+    """memory_viz's Active Memory Timeline: the bytes allocated after each entry, and the
+    frees whose allocation is not in the trace (it shows those as allocated from the start)."""
+    live, now, peak, unseen = {}, 0, 0, 0
+    for e in trace:
+        if e["action"] == "alloc":
+            check(e["addr"] not in live, f"an address allocated twice without a free: {e}")
+            live[e["addr"]] = e["size"]
+            now += e["size"]
+        elif e["action"] == "free_completed":
+            if e["addr"] in live:
+                check_eq(live.pop(e["addr"]), e["size"], f"the size freed at {e['addr']:#x}")
+                now -= e["size"]
+            else:
+                unseen += 1
+        peak = max(peak, now)
+    return peak, now, unseen
+
+
+def snapshot():
+    """--memory-snapshot: the stand-in caching allocator's blocks in torch 2.x's snapshot
+    format (torch.cuda.memory._snapshot(): segments, device_traces of dicts with action,
+    addr, size, stream, time_us, frames of filename/line/name)."""
+    r = fake_torch(keep=True, options=("--memory-snapshot",))
+    check(f"memory snapshot in {r.out_dir}/memory_snapshot.pickle" in r.stderr_text, f"it names the file: {r.stderr_text}")
+    snap = load_snapshot(r)
+    check_eq(sorted(snap), ["device_traces", "segments"], "the snapshot's keys")
+    check_eq(snap["segments"], [], "no segments: the allocator's reports name none")
+    check_eq(len(snap["device_traces"]), 1, "one trace: device 0")
+    trace = snap["device_traces"][0]
+    check_eq([e["action"] for e in trace], ["alloc"] * 10 + ["free_completed"] * 10, "10 blocks kept, then freed")
+    for e in trace:
+        check_eq(sorted(e), ["action", "addr", "frames", "size", "stream", "time_us"], f"an entry's fields: {e}")
+        check_eq(e["size"], 3 << 19, "a block's bytes")
+        check_eq(e["stream"], 0, "the stream")
+    times = [e["time_us"] for e in trace]
+    check_eq(times, sorted(times), "entries in time order")
+    check(abs(times[0] / 1e6 - __import__("time").time()) < 600, f"time_us in microseconds since the epoch: {times[0]}")
+    for k, e in enumerate(trace[:10]):
+        names = [(f["filename"], f["line"], f["name"]) for f in e["frames"]]
+        check_eq(names, [("<range>", 0, "forward"), ("<range>", 0, f"ProfilerStep#{k}")], "the ranges open, innermost first")
+    check(all(e["frames"] == [] for e in trace[10:]), "the frees after the loop: no range open")
+    peak, end, unseen = replay(trace)
+    frag = r.summary["memory"]["fragmentation"]
+    check_eq(peak, frag["allocated_bytes_at_peak"], "the replayed peak is the allocator's")
+    check_eq((end, unseen), (0, 0), "every block freed, every free paired")
+    # Bounded: the last 5 entries are frees; nothing is live at the end to restore.
+    small = fake_torch(keep=True, options=("--memory-snapshot", "--memory-snapshot-entries", "5"))
+    trace = load_snapshot(small)["device_traces"][0]
+    check_eq([e["action"] for e in trace], ["free_completed"] * 5, "the last 5 entries")
+    check(any("15 older ones left out" in w for w in small.summary["warnings"]),
+          f"the entries left out are counted: {small.summary['warnings']}")
+    # CPU torch: nothing to write, and it says so; --memory-snapshot implies --profile-memory.
+    cpu = run_py([LOOPS, "steady", "3"], options=["--memory-snapshot"], timeout=300)
+    check(not os.path.exists(os.path.join(cpu.out_dir, "memory_snapshot.pickle")), "no snapshot without CUDA tensors")
+    check("no CUDA tensor allocation was recorded" in cpu.stderr_text, f"it says why: {cpu.stderr_text[-800:]}")
+    check("CPU Mem" in cpu.table, "--memory-snapshot records tensor memory")
+
+
 def cuda_steady():
     r = fake_torch(keep=False)
     check(r.summary["memory"]["leak"] is None, f"no leak: {r.summary['memory']['leak']}")
@@ -264,7 +341,8 @@ def gates():
     check_eq(rc, 2, f"a run without tensor memory cannot be compared by memory: {err}")
 
 
-SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady, gates]
+SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady, snapshot,
+             gates]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
