@@ -145,6 +145,7 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
     case wire::Kind::kEnd: touch(t, epoch(r.ts)); return;
     case wire::Kind::kTensorAlloc:
     case wire::Kind::kTensorFree: tensor_memory(r, extra, extra_bytes, tid, t); return;
+    case wire::Kind::kAllocatorStats: allocator_stats(r); return;
     default: break;
   }
   if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) {

@@ -94,6 +94,11 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
   st_.tensor_events.push_back(m);
 }
 
+void ConnPass::allocator_stats(const wire::Record& r) {
+  if (st_.tensors == nullptr) st_.tensors = std::make_unique<TensorMemory>(scan_ != nullptr ? &st_.steps : nullptr);
+  st_.tensors->allocator_stats(r.a, r.b);
+}
+
 namespace {
 
 // A Python frame as torch prints it, "file(line): function", in memory_viz's fields.

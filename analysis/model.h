@@ -279,6 +279,10 @@ struct TensorMemorySummary {
   int64_t cuda_allocated_at_peak = -1;
   int64_t cuda_reserved_at_peak = -1;
   int64_t cuda_reserved_peak = -1;
+  // torch.cuda.memory_stats()'s num_alloc_retries and num_ooms at exit, summed over the
+  // devices; -1: not read (CUDA not initialised, or the program did not exit normally).
+  int64_t cuda_alloc_retries = -1;
+  int64_t cuda_ooms = -1;
 };
 
 // deviceProperties of one GPU, in Kineto's names.

@@ -483,6 +483,12 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
     o.memory_leak = leak_finding(*p.tensor_summary);
     o.memory_leak_pid = p.pid;
   }
+  for (size_t i = 0; i < run.processes.size() && !o.memory_fragmentation; ++i) {
+    const Process& p = run.processes[i];
+    if (counted[i].empty() || !p.tensor_summary) continue;
+    o.memory_fragmentation = fragmentation_finding(*p.tensor_summary);
+    o.memory_fragmentation_pid = p.pid;
+  }
   o.recommendations = recommend(o);
   return o;
 }

@@ -147,7 +147,7 @@ struct SyncStats {
 
 struct Recommendation {
   std::string id;      // dataloader | sync | short_kernels | pageable_copies | low_utilization |
-                       // memory_leak
+                       // memory_leak | memory_fragmentation
   std::string text;    // one line: the figure, then what to do
   double figure = 0;   // the share (percent) the rule tested
   double threshold = 0;
@@ -171,6 +171,9 @@ struct Overview {
   // --profile-memory: the first counted process whose tensor memory leaks, and its pid.
   std::optional<LeakFinding> memory_leak;
   int memory_leak_pid = 0;
+  // And the first whose CUDA tensor memory is fragmented.
+  std::optional<FragmentationFinding> memory_fragmentation;
+  int memory_fragmentation_pid = 0;
   std::vector<Recommendation> recommendations;
 
   bool empty() const { return steps.empty(); }

@@ -155,6 +155,29 @@ void memory_leak_rule(const Overview& o, std::vector<Recommendation>& out) {
   out.push_back({"memory_leak", text, static_cast<double>(f.bytes_per_step), 0});
 }
 
+// CUDA tensors: the caching allocator retried cudaMalloc, ran out, or holds much unused.
+void memory_fragmentation_rule(const Overview& o, std::vector<Recommendation>& out) {
+  if (!o.memory_fragmentation) return;
+  const FragmentationFinding& f = *o.memory_fragmentation;
+  std::string text;
+  if (f.alloc_retries > 0 || f.ooms > 0) {
+    text = "The CUDA caching allocator retried cudaMalloc " + std::to_string(f.alloc_retries) +
+           " times after freeing its cache (each retry synchronises the device)";
+    if (f.ooms > 0) text += " and ran out of memory " + std::to_string(f.ooms) + " times";
+  } else {
+    text = "The CUDA caching allocator holds memory it does not use";
+  }
+  if (f.allocated_at_peak >= 0) {
+    text += "; at the most allocated, " + bytes_text(static_cast<double>(f.allocated_at_peak)) + ", it held " +
+            bytes_text(static_cast<double>(f.reserved_at_peak)) + " (" +
+            bytes_text(static_cast<double>(f.unused())) + " unused)";
+  }
+  text += ": set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, keep tensor shapes the same from step to "
+          "step, or lower the batch size";
+  const double figure = f.alloc_retries > 0 ? static_cast<double>(f.alloc_retries) : static_cast<double>(f.unused());
+  out.push_back({"memory_fragmentation", text, figure, 0});
+}
+
 }  // namespace
 
 std::vector<Recommendation> recommend(const Overview& o) {
@@ -166,6 +189,7 @@ std::vector<Recommendation> recommend(const Overview& o) {
   pageable_rule(o, out);
   if (out.empty()) utilization_rule(o, out);
   memory_leak_rule(o, out);
+  memory_fragmentation_rule(o, out);
   return out;
 }
 

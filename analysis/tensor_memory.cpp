@@ -110,6 +110,8 @@ TensorMemorySummary TensorMemory::finish(const std::vector<Step>& steps) {
   m.cuda_allocated_at_peak = cuda_allocated_at_peak_;
   m.cuda_reserved_at_peak = cuda_reserved_at_peak_;
   m.cuda_reserved_peak = cuda_reserved_peak_;
+  m.cuda_alloc_retries = alloc_retries_;
+  m.cuda_ooms = ooms_;
   if (!bounds_.empty()) {
     for (const auto& [k, l] : live_) survived(l);
   }
@@ -187,6 +189,19 @@ std::optional<LeakFinding> leak_finding(const TensorMemorySummary& m) {
     return f;
   }
   return std::nullopt;
+}
+
+std::optional<FragmentationFinding> fragmentation_finding(const TensorMemorySummary& m) {
+  constexpr int64_t kMinUnused = int64_t{512} << 20;
+  FragmentationFinding f;
+  f.allocated_at_peak = m.cuda_allocated_at_peak;
+  f.reserved_at_peak = m.cuda_reserved_at_peak;
+  f.alloc_retries = m.cuda_alloc_retries;
+  f.ooms = m.cuda_ooms;
+  const bool retried = f.alloc_retries > 0 || f.ooms > 0;
+  const bool unused = f.allocated_at_peak >= 0 && f.unused() >= kMinUnused && f.unused() * 10 >= f.reserved_at_peak * 3;
+  if (!retried && !unused) return std::nullopt;
+  return f;
 }
 
 }  // namespace torchprof

@@ -39,9 +39,15 @@ class TensorMemory {
   int64_t free(uint8_t device, uint64_t address, int64_t ts, bool* counted);
   // The caching allocator's totals that came with a CUDA tensor's record.
   void cuda_totals(uint64_t allocated, uint64_t reserved);
+  // torch.cuda.memory_stats()'s num_alloc_retries and num_ooms of one device (summed over
+  // the devices).
+  void allocator_stats(uint64_t alloc_retries, uint64_t ooms) {
+    alloc_retries_ = (alloc_retries_ < 0 ? 0 : alloc_retries_) + static_cast<int64_t>(alloc_retries);
+    ooms_ = (ooms_ < 0 ? 0 : ooms_) + static_cast<int64_t>(ooms);
+  }
   // The bytes allocated now (as read) on `device`.
   int64_t allocated(uint8_t device) const { return now_[index(device)]; }
-  bool any() const { return allocations_ > 0 || frees_ > 0; }
+  bool any() const { return allocations_ > 0 || frees_ > 0 || alloc_retries_ >= 0; }
 
   // What the process's tensor memory says, given its steps as they ended up.
   TensorMemorySummary finish(const std::vector<Step>& steps);
@@ -90,6 +96,8 @@ class TensorMemory {
   int64_t cuda_allocated_at_peak_ = -1;
   int64_t cuda_reserved_at_peak_ = -1;
   int64_t cuda_reserved_peak_ = -1;
+  int64_t alloc_retries_ = -1;
+  int64_t ooms_ = -1;
 };
 
 // The leak finding of a process's tensor memory: over at least 8 steps, the bytes
@@ -104,5 +112,17 @@ struct LeakFinding {
   std::vector<SurvivingAllocations> ops;
 };
 std::optional<LeakFinding> leak_finding(const TensorMemorySummary& m);
+
+// The fragmentation finding of a process's CUDA tensors: the caching allocator retried
+// cudaMalloc after freeing its cache (num_alloc_retries > 0) or ran out of memory, or at
+// the most allocated it held at least 30% more than that, and 512 MiB or more, unused.
+struct FragmentationFinding {
+  int64_t allocated_at_peak = -1;  // -1: no reports
+  int64_t reserved_at_peak = -1;
+  int64_t alloc_retries = -1;      // -1: not read
+  int64_t ooms = -1;
+  int64_t unused() const { return allocated_at_peak < 0 ? 0 : reserved_at_peak - allocated_at_peak; }
+};
+std::optional<FragmentationFinding> fragmentation_finding(const TensorMemorySummary& m);
 
 }  // namespace torchprof

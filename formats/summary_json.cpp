@@ -263,15 +263,18 @@ Json surviving_json(const SurvivingAllocations& s) {
 // allocated (null without its reports: CPU tensors have no cache).
 Json fragmentation_json(const Run& run) {
   for (const Process& p : run.processes) {
-    if (!p.tensor_summary || p.tensor_summary->cuda_allocated_at_peak < 0) continue;
+    if (!p.tensor_summary) continue;
     const TensorMemorySummary& m = *p.tensor_summary;
+    if (m.cuda_allocated_at_peak < 0 && m.cuda_alloc_retries < 0) continue;
+    auto known = [](int64_t v) { return v < 0 ? Json(nullptr) : Json(v); };
+    const bool reported = m.cuda_allocated_at_peak >= 0;
     return {{"pid", p.pid},
-            {"allocated_bytes_at_peak", m.cuda_allocated_at_peak},
-            {"reserved_bytes_at_peak", m.cuda_reserved_at_peak},
-            {"unused_reserved_bytes", m.cuda_reserved_at_peak - m.cuda_allocated_at_peak},
-            {"reserved_peak_bytes", m.cuda_reserved_peak},
-            // torch.cuda.memory_stats()'s num_alloc_retries is not in the allocator's reports.
-            {"alloc_retries", nullptr}};
+            {"allocated_bytes_at_peak", known(m.cuda_allocated_at_peak)},
+            {"reserved_bytes_at_peak", known(m.cuda_reserved_at_peak)},
+            {"unused_reserved_bytes", reported ? Json(m.cuda_reserved_at_peak - m.cuda_allocated_at_peak) : Json(nullptr)},
+            {"reserved_peak_bytes", known(m.cuda_reserved_peak)},
+            {"alloc_retries", known(m.cuda_alloc_retries)},
+            {"ooms", known(m.cuda_ooms)}};
   }
   return nullptr;
 }

@@ -114,6 +114,17 @@ TORCHPROF_EXPORT void torchprof_step_range(const char* name, uint64_t start_mono
   if (tpi::capture::mode_of(w) == tpi::capture::kCounting) tpi::capture::step_boundary(tb, end);
 }
 
+// torch.cuda.memory_stats(device)'s cudaMalloc retries and out-of-memory errors, from the
+// Python bootstrap at exit (--profile-memory, CUDA initialised): counters the caching
+// allocator's reports do not carry.
+TORCHPROF_EXPORT void torchprof_allocator_stats(int device, uint64_t alloc_retries, uint64_t ooms) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered() || device < 0 || device > 0xFFFF) return;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  if (tb == nullptr) return;
+  tpi::record_allocator_stats(tb, static_cast<uint16_t>(device), alloc_retries, ooms);
+}
+
 // Called by the CUDA driver at cuInit when CUDA_INJECTION64_PATH names us. GPU
 // tracing failures only turn GPU tracing off: always accept, so the driver goes on.
 TORCHPROF_EXPORT int InitializeInjection(void) {

@@ -213,6 +213,11 @@ void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t domain, ui
   write_unit(tb, NameRef{}, recs, 2, 1);
 }
 
+void record_allocator_stats(ThreadBuffer* tb, uint16_t device, uint64_t alloc_retries, uint64_t ooms) {
+  Record r{k(Kind::kAllocatorStats), 0, device, 0, stamp(tb), alloc_retries, ooms};
+  write_unit(tb, NameRef{}, &r, 1);
+}
+
 void record_thread_name(ThreadBuffer* tb, uint32_t os_tid, const NameRef& name, uint64_t source) {
   Record r{k(Kind::kThreadName), 0, 0, 0, stamp(tb), os_tid, source};
   write_unit(tb, name, &r, 1);

@@ -40,6 +40,8 @@ void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_
 // A tensor allocation (kTensorAlloc, with its bytes) or free (kTensorFree, bytes 0) of
 // torch's allocators; `domain`: the device type (torch's numbering, 0 CPU) | index << 8.
 // With `totals` (CUDA: the caching allocator's), one continuation slot carries them.
+// torch's caching allocator counters for one device (wire kAllocatorStats).
+void record_allocator_stats(ThreadBuffer* tb, uint16_t device, uint64_t alloc_retries, uint64_t ooms);
 void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t domain, uint64_t address, uint64_t bytes,
                           const wire::TensorTotals* totals = nullptr);
 // A range that already ended, with the caller's CLOCK_MONOTONIC times: kStart at

@@ -179,6 +179,9 @@ enum class Kind : uint8_t {
   // extra = 1: TensorTotals.
   kTensorAlloc = 24,  // domain, ts, a = address, b = bytes
   kTensorFree = 25,   // domain, ts, a = address
+  // torch.cuda.memory_stats(device) as the Python bootstrap reads it at exit (CUDA
+  // initialised): domain = the device index, a = num_alloc_retries, b = num_ooms.
+  kAllocatorStats = 26,
 
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the

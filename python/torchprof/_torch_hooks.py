@@ -220,6 +220,12 @@ def install(torch):
         _data_loader.install(torch, torchprof._get())
     except Exception as e:  # noqa: BLE001
         log("no DataLoader ranges: %s: %s" % (type(e).__name__, e))
+    try:
+        from torchprof import _allocator_stats
+
+        _allocator_stats.install(torch)
+    except Exception as e:  # noqa: BLE001
+        log("no allocator counters: %s: %s" % (type(e).__name__, e))
     from torchprof import _pytorch_ops
 
     _pytorch_ops.install(torch)

@@ -251,6 +251,10 @@ def memory(a):
     rows = [o for o in summary.get("ops", []) if o.get("self_cuda_memory_usage", 0) > 0]
     verdict(bool(rows), f"memory.cuda_rows{a.label}",
             f"{len(rows)} rows with Self CUDA Mem > 0, e.g. {[o['name'] for o in rows[:3]]}")
+    if "num_alloc_retries" in ref:
+        retries = frag.get("alloc_retries")
+        verdict(retries == ref["num_alloc_retries"], f"memory.alloc_retries{a.label}",
+                f"alloc_retries {retries}, torch.cuda.memory_stats()['num_alloc_retries'] {ref['num_alloc_retries']}")
     if a.snapshot:
         snapshot(a, ref)
 

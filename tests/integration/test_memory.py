@@ -20,6 +20,7 @@ from test_python import clean_env, run_plain, run_py, script
 
 OPS = script("ops_models.py")
 LOOPS = script("memory_loops.py")
+COUNTERS = script("allocator_counters.py")
 STEPS = 5          # torch: wait=1, warmup=1, active=3; torchprof the same schedule
 TORCH_RUNS = 4
 LOOP_STEPS = 12
@@ -299,6 +300,31 @@ def snapshot():
     check("CPU Mem" in cpu.table, "--memory-snapshot records tensor memory")
 
 
+def counters():
+    """torch.cuda.memory_stats()'s num_alloc_retries and num_ooms, read by the bootstrap at
+    exit (stand-ins on CPU torch: tests/programs/py/allocator_counters.py), in
+    memory.fragmentation and the fragmentation recommendation."""
+    r = run_py([COUNTERS, "3", "1"], options=["--profile-memory", "--advice"], timeout=300)
+    check_eq(r.stdout.decode().strip(), "allocator_counters: done", "the program ran as without torchprof")
+    frag = r.summary["memory"]["fragmentation"]
+    check(frag is not None, f"fragmentation figures: {json.dumps(r.summary['memory'])[:800]}")
+    check_eq((frag["alloc_retries"], frag["ooms"]), (3, 1), "retries and out-of-memory errors, summed over devices")
+    check_eq(frag["allocated_bytes_at_peak"], None, "no CUDA tensor reports: the peak is unknown")
+    recs = {x["id"]: x for x in r.summary["overview"]["recommendations"]}
+    check("memory_fragmentation" in recs, f"the overview's recommendations: {sorted(recs)}")
+    text = recs["memory_fragmentation"]["text"]
+    check("retried cudaMalloc 3 times" in text and "ran out of memory 1 times" in text, f"its figures: {text}")
+    with open(os.path.join(r.out_dir, "advice.txt")) as f:
+        check("expandable_segments:True" in f.read(), "the advice says what to do")
+    calm = run_py([COUNTERS, "0", "0"], options=["--profile-memory"], timeout=300)
+    frag = calm.summary["memory"]["fragmentation"]
+    check_eq((frag["alloc_retries"], frag["ooms"]), (0, 0), "no retries")
+    ids = [x["id"] for x in calm.summary["overview"]["recommendations"]]
+    check("memory_fragmentation" not in ids, f"no finding without evidence: {ids}")
+    plain = run_py([COUNTERS, "3", "1"], options=["--pytorch-ops"], timeout=300)
+    check("fragmentation" not in plain.summary["memory"], "nothing read without --profile-memory")
+
+
 def cuda_steady():
     r = fake_torch(keep=False)
     check(r.summary["memory"]["leak"] is None, f"no leak: {r.summary['memory']['leak']}")
@@ -342,7 +368,7 @@ def gates():
 
 
 SCENARIOS = [resnet18, transformer, leak_append, leak_total, steady, cache, off, cuda_leak, cuda_steady, snapshot,
-             gates]
+             counters, gates]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))

@@ -120,6 +120,30 @@ TEST_CASE("leak finding: CUDA tensors are their own device") {
   CHECK(leak->bytes_per_step == 512);
 }
 
+TEST_CASE("fragmentation finding: retries, out-of-memory errors, or much reserved unused at the peak") {
+  TensorMemorySummary m;
+  CHECK_FALSE(fragmentation_finding(m).has_value());  // nothing known
+  m.cuda_allocated_at_peak = int64_t{2} << 30;
+  m.cuda_reserved_at_peak = (int64_t{2} << 30) + (int64_t{511} << 20);
+  CHECK_FALSE(fragmentation_finding(m).has_value());  // under 512 MiB unused
+  m.cuda_reserved_at_peak = int64_t{8} << 30;
+  m.cuda_allocated_at_peak = (int64_t{8} << 30) - (int64_t{1} << 30);
+  CHECK_FALSE(fragmentation_finding(m).has_value());  // 1 GiB unused, but 12.5%
+  m.cuda_allocated_at_peak = int64_t{5} << 30;
+  const auto f = fragmentation_finding(m);
+  REQUIRE(f.has_value());
+  CHECK(f->unused() == int64_t{3} << 30);
+  m.cuda_allocated_at_peak = m.cuda_reserved_at_peak;
+  m.cuda_alloc_retries = 0;
+  CHECK_FALSE(fragmentation_finding(m).has_value());
+  m.cuda_alloc_retries = 2;
+  REQUIRE(fragmentation_finding(m).has_value());
+  CHECK(fragmentation_finding(m)->alloc_retries == 2);
+  TensorMemorySummary oom;
+  oom.cuda_ooms = 1;
+  CHECK(fragmentation_finding(oom).has_value());
+}
+
 TEST_CASE("memory history: the last entries, and before them the allocations still live") {
   MemoryHistoryBuilder b(3);
   const uint32_t s = b.stack({{"<torch op>", 0, "aten::empty"}}, "k");
