@@ -61,8 +61,15 @@ struct Layout {
 //     callbacks_ (80 bytes), thread_id_ @88, scope_ @96, needs_* }, called_start_callbacks_,
 //     [inputs_valid_ without NDEBUG], ObserverContextList ctx_, variant fn_,
 //     sequence_nr_ @200, inputs_, outputs_, fwd_thread_id_ @248, handle_ @256, ... } size 288
+// torch 2.6 (the same file as Debian trixie's libtorch-dev 2.6.0+dfsg-7 ships it, offsets
+// printed the same way, and read back from a live callback on its libtorch_cpu.so.2.6):
+//   RecordFunctionCallback as in 1.13, size 40
+//   RecordFunction as in 1.13 up to sequence_nr_ @200, then inputs_ @208, a new
+//     unordered_map kwinputs_ @224 (56 bytes), outputs_ @280, fwd_thread_id_ @304,
+//     handle_ @312, ... size 344; NDEBUG changes nothing (inputs_valid_ sits in padding)
 constexpr Layout kLayouts[] = {
     {"1.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
+    {"2.6", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
     // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).

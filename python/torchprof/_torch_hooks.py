@@ -14,7 +14,8 @@ when each optimizer is created and collected and when each outermost step() ends
   every optimizer, one wrapping another included, and twice for one optimizer whose
   step() calls its base class's hooked step() (super().step()): a post hook whose call
   began before the same optimizer's last counted step ended is that outer call, and
-  does not count again.
+  does not count again. The post hooks run inside the wrapper's record_function, so a
+  step ends when the wrapper returns (_after_wrapper), as torch.profiler's step() does.
 - torch 1.x has no such hooks: each optimizer class gets a wrapper around its step(),
   put on the class once, as torch's own _hook_for_profile puts its wrapper there,
   with the same rule.
@@ -26,6 +27,7 @@ held until the rule has seen two rounds, by when such a program has shown it.
 
 import atexit
 import os
+import sys
 import threading
 import time
 import weakref
@@ -141,6 +143,34 @@ def _quietly(fn):
     return hook
 
 
+def _after_wrapper(fn):
+    """torch >= 2.0 calls the post hooks inside its step wrapper's record_function
+    (Optimizer.step#SGD.step), and torch.profiler's step() comes after the wrapper has
+    returned: the step ends when that wrapper returns. A one-shot profile function on the
+    wrapper's frame (the hook's caller) sees it return; a program with a profile function
+    of its own (sys.getprofile()) keeps it, and the step ends at the hook."""
+    quiet = _quietly(fn)
+
+    def hook(optimizer, *_):
+        try:
+            caller = sys._getframe(1)
+            code = caller.f_code
+            if (sys.getprofile() is None and code.co_name == "wrapper"
+                    and code.co_filename.endswith(os.path.join("optim", "optimizer.py"))):
+                def one_shot(frame, event, _arg):
+                    if event == "return" and frame is caller:
+                        sys.setprofile(None)
+                        quiet(optimizer)
+
+                sys.setprofile(one_shot)
+                return None
+        except Exception as e:  # noqa: BLE001
+            log("step hook: %s: %s" % (type(e).__name__, e))
+        return quiet(optimizer)
+
+    return hook
+
+
 def _wrap_class_step(cls):
     """torch 1.x: our wrapper around cls.step, outside torch's profile_hook_step."""
     step = cls.step
@@ -172,7 +202,7 @@ def _hook_steps(opt_mod):
     post = getattr(opt_mod, "register_optimizer_step_post_hook", None)
     if pre is not None and post is not None:
         pre(_quietly(_steps.entered))
-        post(_quietly(_steps.left))
+        post(_after_wrapper(_steps.left))
         return "global hooks"
     if hasattr(opt_mod.Optimizer, "step"):
         return "class step"

@@ -167,6 +167,104 @@ def optimizer_hooks_2x():
     check_eq(got, [0, 1, 2, 3], "one step per iteration: two optimizers, one of them stepping through super()")
 
 
+# torch 2.x's step wrapper as torch/optim/optimizer.py has it: the hooks inside a
+# record_function named for the step. Compiled under that file name, as the bootstrap
+# tells torch's wrapper frame by its code's name and file.
+WRAPPER_2X = """
+def profile_hook_step(mod, func):
+    def wrapper(*args, **kwargs):
+        self, *_ = args
+        with mod.record_function("Optimizer.step#%s.step" % type(self).__name__):
+            for hook in list(mod.pre.values()):
+                hook(self, args, kwargs)
+            out = func(*args, **kwargs)
+            for hook in list(mod.post.values()):
+                hook(self, args, kwargs)
+            return out
+    wrapper.hooked = True
+    return wrapper
+"""
+
+
+def fake_optim_2x_ranges():
+    import time
+
+    mod = fake_optim_2x()
+    mod.range_ends = []
+
+    class record_function:  # noqa: N801 - torch's name
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            mod.range_ends.append(time.monotonic_ns())
+            return False
+
+    mod.record_function = record_function
+    code = {}
+    exec(compile(WRAPPER_2X, os.path.join("/stand-in", "torch", "optim", "optimizer.py"), "exec"), code)
+
+    class Optimizer:
+        def __init__(self, params, defaults):
+            if not getattr(type(self).step, "hooked", False):
+                type(self).step = code["profile_hook_step"](mod, type(self).step)
+
+        def step(self):
+            pass
+
+    mod.Optimizer = Optimizer
+    return mod
+
+
+def optimizer_hooks_2x_ranges():
+    """torch 2.x: a step ends after the step wrapper's Optimizer.step# range closes (where
+    torch.profiler's step() comes), not at the post hook inside it; a program's own
+    profile function is left alone, and then the step ends at the hook."""
+    import torchprof
+    from torchprof import _torch_hooks as hooks
+
+    got = []
+    torchprof._emit_step = lambda index, start, end: got.append((index, end))
+    mod = fake_optim_2x_ranges()
+    check_eq(hooks.install_steps(mod), "global hooks", "the switch on a 2.x optimizer module")
+
+    class SGD(mod.Optimizer):
+        def step(self):
+            pass
+
+    opt = SGD([], {})
+    for _ in range(4):
+        opt.step()
+    hooks._steps.flush()
+    check_eq([i for i, _ in got], [0, 1, 2, 3], "a step per optimizer step")
+    check_eq(len(mod.range_ends), 4, "the wrapper's ranges")
+    for (i, end), closed in zip(got, mod.range_ends):
+        check(end >= closed, f"step {i} ends at {end}, after its Optimizer.step# range closed at {closed}")
+    check(sys.getprofile() is None, "no profile function left behind")
+
+    def own(frame, event, arg):
+        return None
+
+    got.clear()
+    mod.range_ends.clear()
+    hooks._steps.reset()
+    sys.setprofile(own)
+    try:
+        for _ in range(4):
+            opt.step()
+    finally:
+        kept = sys.getprofile()
+        sys.setprofile(None)
+    hooks._steps.flush()
+    check(kept is own, "the program's profile function is kept")
+    check_eq([i for i, _ in got], [0, 1, 2, 3], "a step per optimizer step with a profile function of the program's")
+    check(all(end < closed for (_, end), closed in zip(got, mod.range_ends)),
+          f"then a step ends at the hook, inside the range: {got} {mod.range_ends}")
+
+
 def fake_optim_1x():
     """torch/optim/optimizer.py of 1.13: no global hooks; _hook_for_profile wraps the
     class's step, which calls _optimizer_step_code()."""
@@ -443,7 +541,8 @@ def data_loader_real_torch():
     check_eq(len(pushed), 6, f"three __next__ calls, a range each: {pushed}")
 
 
-SCENARIOS = [step_rule, step_rule_changes, optimizer_hooks_2x, optimizer_hooks_1x, nvtx_switch_versions,
+SCENARIOS = [step_rule, step_rule_changes, optimizer_hooks_2x, optimizer_hooks_2x_ranges, optimizer_hooks_1x,
+             nvtx_switch_versions,
              nvtx_switch_real_torch, nvtx_capture_holds, data_loader_range, data_loader_real_torch]
 
 if __name__ == "__main__":
