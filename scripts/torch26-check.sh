@@ -1,7 +1,7 @@
 #!/bin/bash
 # The torch-facing scenarios against a second real torch: Debian trixie's torch 2.6 (with
 # Kineto) in a debootstrap chroot, with this checkout's build copied in at the same path.
-# By hand, as root, after scripts/test.sh has built BUILD_DIR (default build):
+# As root, after scripts/test.sh has built BUILD_DIR (default build); .ci/run runs it:
 #
 #   scripts/torch26-check.sh [BUILD_DIR] [SCENARIO ...]
 #
@@ -9,7 +9,8 @@
 # tree, memory, step and op capture scenarios below). The chroot is made once, in
 # $TORCH26_ROOT (default /srv/trixie), with python3-torch and python3-torchvision;
 # /proc and /dev are bound into it while the scenarios run. Prints PASS or FAIL per
-# scenario; exits 1 when one fails.
+# scenario; exits 1 when one fails, 3 when it cannot run on this machine (not root, no
+# chroot made, /proc cannot be bound in: said on one line), 2 on bad arguments.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,12 +20,17 @@ ROOT=${TORCH26_ROOT:-/srv/trixie}
 MIRROR=${TORCH26_MIRROR:-http://deb.debian.org/debian}
 
 die() { echo "torch26-check: $*" >&2; exit 2; }
-[[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, chroot, mount)"
+skip() { echo "torch26-check: not run here: $*" >&2; exit 3; }
 [[ -x $BUILD/bin/torchprof-run ]] || die "$BUILD/bin/torchprof-run is not built (scripts/test.sh builds it)"
+[[ $(id -u) -eq 0 ]] || skip "needs root (debootstrap, chroot, mount)"
 
 if [[ ! -x $ROOT/usr/bin/python3 ]] || ! chroot "$ROOT" python3 -c "import torch, torchvision" 2>/dev/null; then
-  command -v debootstrap >/dev/null || { apt-get update && apt-get install -y debootstrap; }
-  debootstrap --variant=minbase --include=python3-torch,python3-torchvision trixie "$ROOT" "$MIRROR"
+  if ! command -v debootstrap >/dev/null; then
+    { apt-get update && apt-get install -y debootstrap; } >/dev/null || skip "debootstrap cannot be installed"
+  fi
+  echo "torch26-check: making the trixie chroot in $ROOT (a few minutes)"
+  debootstrap --variant=minbase --include=python3-torch,python3-torchvision trixie "$ROOT" "$MIRROR" \
+    >"${ROOT%/}.debootstrap.log" 2>&1 || skip "debootstrap of trixie failed (log: ${ROOT%/}.debootstrap.log)"
 fi
 
 if (($# == 0)); then
@@ -50,8 +56,8 @@ cleanup() {
   umount "$ROOT/dev" 2>/dev/null || true
 }
 trap cleanup EXIT
-mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
-mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
+mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc" || skip "cannot bind /proc into $ROOT"
+mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev" || skip "cannot bind /dev into $ROOT"
 
 echo "torch26-check: $(chroot "$ROOT" python3 -c 'import torch; print("torch", torch.__version__)')"
 failed=0
