@@ -404,6 +404,13 @@ class ConnPass {
 };
 
 // Inline here: the pass's files (conn_pass*.cpp) all use them.
+
+// The row a range's name counts in: ProfilerStep#N all in ProfilerStep*.
+inline Name step_row_name(const Name& shown) {
+  static const Name step_row{std::string(kStepRowName)};
+  return shown.starts_with(kStepNamePrefix) ? step_row : shown;
+}
+
 [[gnu::always_inline]] inline int32_t ConnPass::step_of(ThreadState& t, int64_t start) {
   if (st_.steps.empty()) return -1;
   if (st_.locator == nullptr) return 0;  // one pass: the process is its one step
