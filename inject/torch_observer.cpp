@@ -67,9 +67,20 @@ struct Layout {
 //   RecordFunction as in 1.13 up to sequence_nr_ @200, then inputs_ @208, a new
 //     unordered_map kwinputs_ @224 (56 bytes), outputs_ @280, fwd_thread_id_ @304,
 //     handle_ @312, ... size 344; NDEBUG changes nothing (inputs_valid_ sits in padding)
+// torch 2.14 (sid's libtorch-dev 2.14.1+dfsg-1, the same checks): the same members at the
+// same offsets as 2.6. The versions between are taken to be laid out as both ends are;
+// each is still used only after its trial has passed on the program's own torch build.
 constexpr Layout kLayouts[] = {
     {"1.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
     {"2.6", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.7", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.8", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.9", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.10", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.11", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.12", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
     // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
