@@ -266,8 +266,9 @@ class ConnPass {
   void tensor_memory(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid, ThreadState& t);
   // torch.cuda.memory_stats()'s counters of one device, from the bootstrap at exit.
   void allocator_stats(const wire::Record& r);
+  TensorMemory& tensor_state();  // made at the first tensor record
   // --memory-snapshot: a CUDA tensor's allocation or free, with the ranges open on its thread.
-  void memory_history(bool alloc, uint32_t device, uint64_t address, uint64_t bytes, int64_t ts, uint32_t tid,
+  void memory_history(bool alloc, uint32_t device, uint64_t address, uint64_t bytes, int64_t ts,
                       const ThreadState& t);
 
   // ---- ranges ----

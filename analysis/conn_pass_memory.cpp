@@ -39,7 +39,7 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
   touch(t, ts);
   if (ts >= t.boundary) [[unlikely]]
     settle(t, tid, ts, /*inclusive=*/false);
-  if (st_.tensors == nullptr) st_.tensors = std::make_unique<TensorMemory>(scan_ != nullptr ? &st_.steps : nullptr);
+  TensorMemory& tensors = tensor_state();
   const bool alloc = r.kind == static_cast<uint8_t>(wire::Kind::kTensorAlloc);
   const uint8_t device_type = static_cast<uint8_t>(r.domain & 0xFF);
   const uint8_t device = device_type == 0 ? 0 : 1;
@@ -47,7 +47,7 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
   const bool reported = extra_bytes >= sizeof totals;
   if (reported) {
     std::memcpy(&totals, extra, sizeof totals);
-    if (device == 1) st_.tensors->cuda_totals(totals.allocated, totals.reserved);
+    if (device == 1) tensors.cuda_totals(totals.allocated, totals.reserved);
   }
   Open* inner = parent_of(t, t.stack.size());
   const int32_t step = step_of(t, ts);
@@ -61,15 +61,15 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
         break;
       }
     }
-    delta = st_.tensors->alloc(device, r.a, r.b, ts, step, inner != nullptr ? inner->kind->shown : Name(), top,
+    delta = tensors.alloc(device, r.a, r.b, ts, step, inner != nullptr ? inner->kind->shown : Name(), top,
                                counted);
   } else {
-    delta = -st_.tensors->free(device, r.a, ts, &counted);
+    delta = -tensors.free(device, r.a, ts, &counted);
   }
   if (delta == 0) return;
   if (st_.wants.memory_snapshot && device == 1 && st_.kept(ts)) {
     memory_history(alloc, static_cast<uint32_t>(r.domain >> 8), r.a, static_cast<uint64_t>(delta < 0 ? -delta : delta),
-                   ts, tid, t);
+                   ts, t);
   }
   if (inner != nullptr && counted) {
     inner->mem_self[device] += delta;
@@ -86,7 +86,7 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
     m.total_reserved = static_cast<int64_t>(totals.reserved);
   }
   m.ts_ns = ts;
-  m.live_bytes = st_.tensors->allocated(device);  // the running total as read
+  m.live_bytes = tensors.allocated(device);  // the running total as read
   m.address = r.a;
   m.bytes = static_cast<uint64_t>(delta < 0 ? -delta : delta);
   m.step = step;
@@ -94,9 +94,11 @@ void ConnPass::tensor_memory(const wire::Record& r, const uint8_t* extra, size_t
   st_.tensor_events.push_back(m);
 }
 
-void ConnPass::allocator_stats(const wire::Record& r) {
+void ConnPass::allocator_stats(const wire::Record& r) { tensor_state().allocator_stats(r.a, r.b); }
+
+TensorMemory& ConnPass::tensor_state() {
   if (st_.tensors == nullptr) st_.tensors = std::make_unique<TensorMemory>(scan_ != nullptr ? &st_.steps : nullptr);
-  st_.tensors->allocator_stats(r.a, r.b);
+  return *st_.tensors;
 }
 
 namespace {
@@ -119,7 +121,7 @@ MemoryFrame python_frame(const std::string& frame) {
 }  // namespace
 
 void ConnPass::memory_history(bool alloc, uint32_t device, uint64_t address, uint64_t bytes, int64_t ts,
-                              uint32_t tid, const ThreadState& t) {
+                              const ThreadState& t) {
   if (st_.history == nullptr) st_.history = std::make_unique<MemoryHistoryBuilder>(st_.wants.memory_snapshot_entries);
   // The stack's key: its ranges' names and the op whose Python frames end it.
   const OpInfo* frames_of = nullptr;
@@ -132,23 +134,21 @@ void ConnPass::memory_history(bool alloc, uint32_t device, uint64_t address, uin
   }
   key += std::to_string(reinterpret_cast<uintptr_t>(frames_of));
   MemoryHistoryEntry e;
-  if (!st_.history->known(key, &e.stack)) {
+  e.stack = st_.history->stack(key, [&] {
     std::vector<MemoryFrame> frames;
     for (auto o = t.stack.rbegin(); o != t.stack.rend(); ++o) {
-      if (!o->kept) continue;
-      frames.push_back({o->kind->op != nullptr ? "<torch op>" : "<range>", 0, o->kind->shown.str()});
+      if (o->kept) frames.push_back({o->kind->op != nullptr ? "<torch op>" : "<range>", 0, o->kind->shown.str()});
     }
     if (frames_of != nullptr) {
       for (const std::string& f : frames_of->stack) frames.push_back(python_frame(f));
     }
-    e.stack = st_.history->stack(std::move(frames), key);
-  }
+    return frames;
+  });
   e.alloc = alloc;
   e.device = device;
   e.address = address;
   e.bytes = bytes;
   e.ts_ns = ts;
-  e.tid = tid;
   st_.history->add(e);
 }
 

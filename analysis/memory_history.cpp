@@ -9,19 +9,6 @@ uint64_t block_key(const MemoryHistoryEntry& e) { return e.address ^ (uint64_t{e
 
 }  // namespace
 
-bool MemoryHistoryBuilder::known(const std::string& key, uint32_t* index) const {
-  const auto it = stack_index_.find(key);
-  if (it == stack_index_.end()) return false;
-  *index = it->second;
-  return true;
-}
-
-uint32_t MemoryHistoryBuilder::stack(std::vector<MemoryFrame> frames, const std::string& key) {
-  const auto [it, added] = stack_index_.emplace(key, static_cast<uint32_t>(stacks_.size()));
-  if (added) stacks_.push_back(std::move(frames));
-  return it->second;
-}
-
 void MemoryHistoryBuilder::add(const MemoryHistoryEntry& e) {
   const uint64_t seq = next_seq_++;
   if (e.alloc) {

@@ -18,10 +18,14 @@ class MemoryHistoryBuilder {
  public:
   explicit MemoryHistoryBuilder(size_t max_entries) : max_entries_(max_entries) {}
 
-  // The stack an entry names (innermost first), kept once; returns its index.
-  uint32_t stack(std::vector<MemoryFrame> frames, const std::string& key);
-  // Whether the stack keyed `key` is kept already, and its index.
-  bool known(const std::string& key, uint32_t* index) const;
+  // The index of the stack keyed `key`; the first time, its frames (innermost first)
+  // are made by `frames()` and kept.
+  template <typename MakeFrames>
+  uint32_t stack(const std::string& key, MakeFrames&& frames) {
+    const auto [it, added] = stack_index_.try_emplace(key, static_cast<uint32_t>(stacks_.size()));
+    if (added) stacks_.push_back(frames());
+    return it->second;
+  }
 
   void add(const MemoryHistoryEntry& e);
   MemoryHistory finish();

@@ -246,7 +246,6 @@ struct MemoryHistoryEntry {
   uint64_t address = 0;
   uint64_t bytes = 0;
   int64_t ts_ns = 0;
-  uint32_t tid = 0;
   uint32_t stack = 0;          // index into MemoryHistory::stacks
 };
 struct MemoryHistory {

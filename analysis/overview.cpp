@@ -477,17 +477,14 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
   for (auto& [name, s] : syncs) o.syncs.push_back(std::move(s));
   std::stable_sort(o.syncs.begin(), o.syncs.end(),
                    [](const SyncStats& a, const SyncStats& b) { return a.stall_ns > b.stall_ns; });
-  for (size_t i = 0; i < run.processes.size() && !o.memory_leak; ++i) {
+  for (size_t i = 0; i < run.processes.size(); ++i) {
     const Process& p = run.processes[i];
     if (counted[i].empty() || !p.tensor_summary) continue;
-    o.memory_leak = leak_finding(*p.tensor_summary);
-    o.memory_leak_pid = p.pid;
-  }
-  for (size_t i = 0; i < run.processes.size() && !o.memory_fragmentation; ++i) {
-    const Process& p = run.processes[i];
-    if (counted[i].empty() || !p.tensor_summary) continue;
-    o.memory_fragmentation = fragmentation_finding(*p.tensor_summary);
-    o.memory_fragmentation_pid = p.pid;
+    if (!o.memory_leak) {
+      o.memory_leak = leak_finding(*p.tensor_summary);
+      o.memory_leak_pid = p.pid;
+    }
+    if (!o.memory_fragmentation) o.memory_fragmentation = fragmentation_finding(*p.tensor_summary);
   }
   o.recommendations = recommend(o);
   return o;

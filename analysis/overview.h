@@ -171,9 +171,8 @@ struct Overview {
   // --profile-memory: the first counted process whose tensor memory leaks, and its pid.
   std::optional<LeakFinding> memory_leak;
   int memory_leak_pid = 0;
-  // And the first whose CUDA tensor memory is fragmented.
+  // And the first finding of fragmented CUDA tensor memory.
   std::optional<FragmentationFinding> memory_fragmentation;
-  int memory_fragmentation_pid = 0;
   std::vector<Recommendation> recommendations;
 
   bool empty() const { return steps.empty(); }

@@ -37,11 +37,11 @@ void record_end(ThreadBuffer* tb, uint16_t domain, uint64_t range_id);
 int record_op_begin(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t op_word, uint64_t handle);
 int record_op_end(ThreadBuffer* tb, uint16_t domain, uint64_t handle);
 void record_mark(ThreadBuffer* tb, uint16_t domain, const NameRef& name, uint64_t attr, uint64_t payload);
+// torch's caching allocator counters for one device (wire kAllocatorStats).
+void record_allocator_stats(ThreadBuffer* tb, uint16_t device, uint64_t alloc_retries, uint64_t ooms);
 // A tensor allocation (kTensorAlloc, with its bytes) or free (kTensorFree, bytes 0) of
 // torch's allocators; `domain`: the device type (torch's numbering, 0 CPU) | index << 8.
 // With `totals` (CUDA: the caching allocator's), one continuation slot carries them.
-// torch's caching allocator counters for one device (wire kAllocatorStats).
-void record_allocator_stats(ThreadBuffer* tb, uint16_t device, uint64_t alloc_retries, uint64_t ooms);
 void record_tensor_memory(ThreadBuffer* tb, wire::Kind kind, uint16_t domain, uint64_t address, uint64_t bytes,
                           const wire::TensorTotals* totals = nullptr);
 // A range that already ended, with the caller's CLOCK_MONOTONIC times: kStart at

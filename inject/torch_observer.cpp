@@ -35,6 +35,7 @@ namespace {
 // Where torch keeps what the callbacks read, for one torch version (x86-64, Itanium ABI).
 struct Layout {
   const char* version;  // "major.minor", matched against torch.__version__
+  const char* last;     // with the same major, the last minor laid out so; null: version's alone
   // RecordFunctionCallback: passed by value (trivially copyable, over 16 bytes: in memory).
   uint32_t cb_size;
   uint32_t cb_start;           // StartCallback start_
@@ -71,20 +72,12 @@ struct Layout {
 // same offsets as 2.6. The versions between are taken to be laid out as both ends are;
 // each is still used only after its trial has passed on the program's own torch build.
 constexpr Layout kLayouts[] = {
-    {"1.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
-    {"2.6", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.7", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.8", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.9", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.10", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.11", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.12", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.13", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
-    {"2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"1.13", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
+    {"2.6", "2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
     // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
-    {"test-wrong-layout", 40, 0, 8, 16, 24, 10, 34, 35, 36, 100, 208, 248, 256},
+    {"test-wrong-layout", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 100, 208, 248, 256},
 };
 
 constexpr uint32_t kMaxCallbackBytes = 64;
@@ -233,10 +226,20 @@ uint64_t add_callback(void* add, const CallbackBytes& cb) {
   return reinterpret_cast<uint64_t (*)(CallbackOf<N>)>(add)(exact);
 }
 
-bool version_matches(const char* want, const char* version) {
-  const size_t n = strlen(want);
-  // "1.13" matches "1.13", "1.13.1", "1.13.0a0+git…", never "1.130".
-  return strncmp(want, version, n) == 0 && (version[n] == '\0' || version[n] == '.' || version[n] == '+');
+// torch's "major.minor" as numbers; false unless the minor ends the text or is followed
+// by '.' or '+' ("1.13", "1.13.1", "1.13.0a0+git…").
+bool major_minor(const char* text, int* major, int* minor) {
+  int n = 0;
+  if (sscanf(text, "%d.%d%n", major, minor, &n) != 2) return false;
+  return text[n] == '\0' || text[n] == '.' || text[n] == '+';
+}
+
+// Whether torch `version` is one `l` is laid out for: its minor from l.version's to l.last's.
+bool version_matches(const Layout& l, const char* version) {
+  int major = 0, minor = 0, first_major = 0, first = 0, last_major = 0, last = 0;
+  if (!major_minor(version, &major, &minor) || !major_minor(l.version, &first_major, &first)) return false;
+  if (!major_minor(l.last != nullptr ? l.last : l.version, &last_major, &last)) return false;
+  return major == first_major && major == last_major && first <= minor && minor <= last;
 }
 
 void say(char* why, int len, const char* text) {
@@ -266,7 +269,7 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   const Layout* layout = nullptr;
   for (const Layout& l : kLayouts) {
     const bool match = forced != nullptr && forced[0] != '\0' ? strcmp(l.version, wanted) == 0
-                                                              : version_matches(l.version, wanted);
+                                                              : version_matches(l, wanted);
     if (match) layout = &l;
   }
   char text[160];
