@@ -136,6 +136,11 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
     case wire::Kind::kTensorAlloc:
     case wire::Kind::kTensorFree: tensor_memory(r, extra, extra_bytes, tid, t); return;
     case wire::Kind::kAllocatorStats: allocator_stats(r); return;
+    case wire::Kind::kRecovered:
+      scratch_.recovered = true;
+      scratch_.recovered_events += r.a;
+      scratch_.unrecovered_slots += r.b;
+      return;
     default: break;
   }
   if (r.kind >= static_cast<uint8_t>(wire::Kind::kKernel)) {
@@ -690,6 +695,9 @@ void ConnPass::finish() {
   proc.gpu_incomplete += scratch_.gpu_incomplete;
   proc.gpu_unreadable_buffers = std::max(proc.gpu_unreadable_buffers, scratch_.gpu_unreadable_buffers);
   proc.gpu_unreadable_bytes = std::max(proc.gpu_unreadable_bytes, scratch_.gpu_unreadable_bytes);
+  proc.recovered = proc.recovered || scratch_.recovered;
+  proc.recovered_events += scratch_.recovered_events;
+  proc.unrecovered_slots += scratch_.unrecovered_slots;
   if (!scratch_.gpu_tracing.empty()) proc.gpu_tracing = scratch_.gpu_tracing;
   if (scan_ == nullptr) {
     proc.profiler_toggles.insert(proc.profiler_toggles.end(), scratch_.profiler_toggles.begin(),

@@ -404,6 +404,11 @@ struct Process {
   uint64_t gpu_incomplete = 0;
   uint64_t gpu_unreadable_buffers = 0;     // CUPTI buffers cut short by a record it could not read
   uint64_t gpu_unreadable_bytes = 0;       // the bytes of them left unread
+  // Died without a goodbye: the records its threads had not sent, read by the collector
+  // from its shared buffers after its death (kRecovered), and the slots that could not be.
+  bool recovered = false;
+  uint64_t recovered_events = 0;
+  uint64_t unrecovered_slots = 0;
   std::string gpu_tracing;                 // "on" | "off" | "not_started"; empty: CUDA never came up
   // The injected library's buffers (its flusher's kBufferUsage / kBufferRefused records):
   // the most bytes they held and their cap (0: not said, an older library), and when

@@ -84,6 +84,20 @@ void apply_bye(const wire::Bye& bye, Process& proc) {
   }
 }
 
+// What a process that died of `signal` without its goodbye left: read from its shared
+// buffers after its death (kRecovered), or lost after its last flush.
+std::string killed_warning(const Process& p, int signal) {
+  const std::string head = "ended by signal " + std::to_string(signal) + " before it said goodbye: ";
+  if (!p.recovered) return head + "events after its last flush are lost (their number is not known)";
+  std::string text = head + std::to_string(p.recovered_events) +
+                     " events it had not sent were read from its shared buffers after its death";
+  if (p.unrecovered_slots > 0) {
+    text += "; " + std::to_string(p.unrecovered_slots) +
+            " record slots it had not sent were outside them (private memory) or damaged, and are lost";
+  }
+  return text;
+}
+
 // A target that died without a Bye (SIGKILL, OOM killer) still has the launcher's
 // account of its end. Without a RunEnd (the launcher itself died) the first process
 // stands for the target.
@@ -104,9 +118,7 @@ void apply_launcher_view(Run& run, const ScanResult& scan) {
   target->exit_code = run.exit_code;
   if (scan.end_signal) {
     target->exit_signal = scan.end_signal;
-    target->warnings.push_back("ended by signal " + std::to_string(*scan.end_signal) +
-                               " before it said goodbye: events after its last flush are lost "
-                               "(their number is not known)");
+    target->warnings.push_back(killed_warning(*target, *scan.end_signal));
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "collector/capture_writer.h"
 #include "collector/control_state.h"
+#include "collector/shared_arena.h"
 #include "common/wire/wire.h"
 
 namespace torchprof {
@@ -116,9 +117,16 @@ class InBuffer {
 }  // namespace
 
 struct Server::Connection {
+  ~Connection() {
+    for (int passed : passed_fds) ::close(passed);
+  }
   int fd = -1;
   uint32_t conn = 0;  // 0 until the Hello is accepted
   int pid = 0;        // the peer's, from SO_PEERCRED until the Hello says
+  int peer_pid = 0;   // from SO_PEERCRED: in our pid namespace
+  std::vector<int> passed_fds;  // descriptors received and not yet claimed by a message
+  SharedArena arena;            // the process's shared buffers, once handed over
+  std::map<uint32_t, uint32_t> next_seq;  // per tid: one past the highest frame number seen
   InBuffer buffer;  // bytes of messages not complete yet
   uint64_t frames = 0;
   uint64_t bytes = 0;
@@ -214,6 +222,7 @@ void Server::accept_all() {
     auto c = std::make_unique<Connection>();
     c->fd = fd;
     c->pid = cred.pid;
+    c->peer_pid = cred.pid;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
@@ -245,7 +254,16 @@ std::string Server::read_available(Connection& c, bool draining, bool* eof) {
   const size_t budget = draining ? kDrainBudget : kReadBudget;
   size_t total = 0;
   while (total < budget) {
-    const ssize_t n = ::recv(c.fd, c.buffer.room(kReadBlock), kReadBlock, 0);
+    // recvmsg: a message may bring a descriptor (the Arena message's memfd).
+    iovec iov{c.buffer.room(kReadBlock), kReadBlock};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(c.fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n >= 0 && msg.msg_controllen > 0) take_fds(c, msg);
     if (n > 0) {
       c.buffer.grow(static_cast<size_t>(n));
       total += static_cast<size_t>(n);
@@ -262,6 +280,23 @@ std::string Server::read_available(Connection& c, bool draining, bool* eof) {
     return std::string("read failed: ") + std::strerror(errno);
   }
   return "";
+}
+
+void Server::take_fds(Connection& c, msghdr& msg) {
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      // One is all a process ever passes: more are closed at once.
+      if (c.passed_fds.size() < 2) {
+        c.passed_fds.push_back(fd);
+      } else {
+        ::close(fd);
+      }
+    }
+  }
 }
 
 std::string Server::process_buffer(Connection& c) {
@@ -298,8 +333,32 @@ std::string Server::handle_message(Connection& c, uint32_t type, const char* bod
     case wire::MsgType::kFrame:
       if (size < sizeof(wire::FrameHeader)) return "frame shorter than its header";
       ++c.frames;
+      {
+        wire::FrameHeader fh{};
+        std::memcpy(&fh, body, sizeof(fh));
+        uint32_t& next = c.next_seq[fh.tid];
+        if (fh.seq + 1 > next) next = fh.seq + 1;
+      }
       writer_.append(capture::ChunkType::kFrame, c.conn, body, size);
       return "";
+    case wire::MsgType::kArena: {
+      if (size != sizeof(wire::arena::ArenaInfo)) return "arena message of " + std::to_string(size) + " bytes";
+      if (c.passed_fds.empty()) {
+        note(c.conn, "connection " + std::to_string(c.conn) + " (pid " + std::to_string(c.pid) +
+                         "): its shared buffers came without their descriptor; they cannot be read after a kill");
+        return "";
+      }
+      wire::arena::ArenaInfo info{};
+      std::memcpy(&info, body, sizeof(info));
+      const int fd = c.passed_fds.front();
+      c.passed_fds.erase(c.passed_fds.begin());
+      const std::string why = c.arena.open(fd, info);
+      if (!why.empty()) {
+        note(c.conn, "connection " + std::to_string(c.conn) + " (pid " + std::to_string(c.pid) + "): " + why +
+                         "; they cannot be read after a kill");
+      }
+      return "";
+    }
     case wire::MsgType::kBye:
       c.bye = true;
       writer_.append(capture::ChunkType::kBye, c.conn, body, size);
@@ -371,6 +430,7 @@ void Server::close_connection(int fd, const std::string& reason) {
                                         : "connection from pid " + std::to_string(c.pid);
     note(c.conn, who + ": " + reason);
   }
+  if (c.conn != 0 && !c.bye && c.arena.mapped()) recover_unsent(c);
   if (c.conn != 0) {
     writer_.append(capture::ChunkType::kConnClosed, c.conn, nullptr, 0);
     log().debug("connection {}: pid {} closed after {} frames, {} bytes{}", c.conn, c.pid,
@@ -386,6 +446,23 @@ void Server::close_connection(int fd, const std::string& reason) {
   // Closed only now, so a peer that sees the end of its connection also sees the count drop.
   ::close(fd);
   idle_cv_.notify_all();
+}
+
+// A process that died without its goodbye (SIGKILL, the OOM killer) left in its shared
+// buffers what it had recorded and not sent: read there now, as the frames it would have
+// sent. Only once it has ended: a live process whose connection closed sends what it
+// holds on its next one.
+void Server::recover_unsent(Connection& c) {
+  const std::string who = "connection " + std::to_string(c.conn) + " (pid " + std::to_string(c.pid) + ")";
+  if (!process_ended(c.peer_pid, 500)) {
+    log().debug("{}: closed without a goodbye while the process still runs; its shared buffers are not read", who);
+    return;
+  }
+  const SharedArena::Recovery r = c.arena.recover(c.next_seq, [&](const std::string& body) {
+    writer_.append(capture::ChunkType::kFrame, c.conn, body.data(), static_cast<uint32_t>(body.size()));
+  });
+  log().debug("{}: {} records of {} threads read from its shared buffers after it ended ({} slots unreadable)", who,
+              r.heads, r.threads, r.unreadable_slots);
 }
 
 void Server::broadcast(const wire::Control& c) {

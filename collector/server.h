@@ -2,6 +2,8 @@
 // Unix socket and appends every message body to the capture, verbatim.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include "common/wire/wire.h"
 
@@ -77,6 +81,8 @@ class Server {
   std::string handle_message(Connection& c, uint32_t type, const char* body, uint32_t size);
   std::string handle_hello(Connection& c, const char* body, uint32_t size);
   void close_connection(int fd, const std::string& reason);
+  void take_fds(Connection& c, msghdr& msg);
+  void recover_unsent(Connection& c);
   void note(uint32_t conn, const std::string& text);
   void cleanup_files();
   void send_control_to_all(const std::string& message, uint32_t except_conn);

@@ -59,6 +59,8 @@ Json process_json(const Process& p) {
           {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
           {"gpu_incomplete_records", p.gpu_incomplete},
           {"gpu_unreadable_bytes", p.gpu_unreadable_bytes},
+          {"recovered_events", p.recovered ? Json(p.recovered_events) : Json(nullptr)},
+          {"unrecovered_slots", p.unrecovered_slots},
           {"buffer_peak_bytes", p.buffer_peak_bytes},
           {"buffer_cap_bytes", p.buffer_cap_bytes},
           {"buffer_cap_reached", p.buffer_refusal == static_cast<uint16_t>(wire::BufferRefusal::kCap)},

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "inject/arena.h"
 #include "inject/clock.h"
 
 namespace torchprof::inject {
@@ -126,7 +127,49 @@ bool Connection::ensure(const Config& cfg, uint64_t now) {
   }
   state_ = State::kUp;
   ++epoch_;
+  send_arena();
   return true;
+}
+
+void Connection::send_arena() {
+  Arena& a = arena();
+  if (peer_version_ < 3 || !a.ready() || !check_before_send()) return;
+  wire::MsgHeader mh{static_cast<uint32_t>(wire::MsgType::kArena), sizeof(wire::arena::ArenaInfo)};
+  wire::arena::ArenaInfo info{a.size(), a.base(), wire::arena::kVersion,
+                              static_cast<uint32_t>(sizeof(wire::arena::ThreadSlot))};
+  iovec iov[2] = {{&mh, sizeof(mh)}, {&info, sizeof(info)}};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  const int fd = a.fd();
+  memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+  ssize_t n;
+  do {
+    n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  const auto total = static_cast<ssize_t>(sizeof(mh) + sizeof(info));
+  if (n >= 0 && n < total) {
+    // The descriptor went with the first byte; the rest of the message must follow.
+    size_t done = static_cast<size_t>(n);
+    iovec rest[2] = {{&mh, sizeof(mh)}, {&info, sizeof(info)}};
+    iovec* v = rest;
+    int count = 2;
+    while (count > 0 && done >= v->iov_len) {
+      done -= v->iov_len;
+      ++v;
+      --count;
+    }
+    v->iov_base = static_cast<char*>(v->iov_base) + done;
+    v->iov_len -= done;
+    send_all(v, count);
+  }
 }
 
 bool Connection::connect_socket(const char* path) {
@@ -220,6 +263,7 @@ bool Connection::handshake() {
     state_ = State::kRefused;
     return false;
   }
+  peer_version_ = ack.version;
   if (ack.status != static_cast<uint32_t>(wire::AckStatus::kOk)) {
     notice(LogLevel::kWarn, "the collector refused this process (status %u, collector protocol %u, ours %u)",
            ack.status, ack.version, wire::kProtocolVersion);

@@ -47,6 +47,9 @@ class Connection {
   // written to it, and the next ensure() connects again.
   bool still_ours();
   bool send_all(iovec* iov, int count);
+  // The shared arena's descriptor and where it lies (protocol 3 collectors only); a
+  // failure changes nothing else: the arena is then just not read after a kill.
+  void send_arena();
   bool handshake();
   bool check_before_send();
   void fail();
@@ -57,6 +60,7 @@ class Connection {
   State state_ = State::kIdle;
   uint64_t last_attempt_ns_ = 0;
   uint32_t epoch_ = 0;
+  uint32_t peer_version_ = 0;  // the collector's protocol, from its HelloAck
   char in_[64];          // bytes of a message from the collector not complete yet
   uint32_t in_len_ = 0;
   uint32_t skip_ = 0;    // body bytes of a message of another type still to skip

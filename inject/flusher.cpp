@@ -310,6 +310,7 @@ void Flusher::drain_thread(ThreadBuffer* tb, bool final) {
   }
   uint64_t n = 0;
   tb->stream.peek(head, &n, &finished_);  // hands over the segment just read to its end
+  publish_arena_position(tb);  // before that segment is used again
 }
 
 void Flusher::report_buffers() {
@@ -334,6 +335,18 @@ bool Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
     tb->conn_epoch = conn_.epoch();
     tb->seq = 0;
   }
+  // The shared arena learns where this thread's unsent records will begin once the
+  // frame is through, before it is sent (wire/arena.h).
+  wire::arena::ThreadSlot* shared = tb->arena_slot;
+  uint32_t next_copy = 0;
+  if (shared != nullptr) {
+    const uint32_t current = shared->word.load(std::memory_order_relaxed) & 1u;
+    next_copy = current ^ 1u;
+    shared->at[next_copy] = arena_position(tb);
+    shared->at[next_copy].next_seq = tb->seq + 1;
+    shared->sending_seq = tb->seq;
+    shared->word.store(current | 2u, std::memory_order_release);
+  }
   bool ok = false;
   if (conn_.up() && cctx_ != nullptr) {
     // The delta transform turns the records into columns of small numbers, so zstd
@@ -356,6 +369,10 @@ bool Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
   }
   ++tb->seq;  // also on failure: the gap tells the decoder a frame is missing
   if (!ok) tb->lost += heads;
+  if (shared != nullptr) {
+    shared->at[next_copy].lost = tb->lost;
+    shared->word.store(next_copy, std::memory_order_release);
+  }
   return ok;
 }
 

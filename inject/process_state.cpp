@@ -8,6 +8,7 @@
 #include <climits>
 #include <new>
 
+#include "inject/arena.h"
 #include "inject/buffer_budget.h"
 #include "inject/capture_control.h"
 #include "inject/clock.h"
@@ -56,6 +57,10 @@ void fork_parent() {
 void fork_child() {
   registry_fork_child();
   buffer_budget().reset_after_fork();
+  arena().forget_after_fork();  // not mapped here (MADV_DONTFORK): the child makes its own
+  // The parent's buffer of this thread is not mapped here either: the exit key must not
+  // reach it.
+  if (g_exit_key_ok) pthread_setspecific(g_exit_key, nullptr);
   capture::fork_child();
   pthread_mutex_init(&g_init_mu, nullptr);
   g_forked = true;
@@ -72,6 +77,7 @@ ProcessState* create_state() {
   ps->threads.reserve(64);
   ps->reemit_registry.store(g_forked, std::memory_order_relaxed);
   install_signal_handlers();
+  arena().ensure();  // before the flusher's handshake, which hands it over
   start_flusher(ps);
   return ps;
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/wire/arena.h"
 #include "common/wire/wire.h"
 
 namespace torchprof::inject {
@@ -28,6 +29,13 @@ struct Segment {
   wire::Record* data() { return reinterpret_cast<wire::Record*>(reinterpret_cast<char*>(this) + kHeaderBytes); }
 };
 static_assert(sizeof(Segment) <= Segment::kHeaderBytes);
+// The collector reads segments in the shared arena by these offsets.
+static_assert(offsetof(Segment, next) == wire::arena::kSegmentNext);
+static_assert(offsetof(Segment, base) == wire::arena::kSegmentBase);
+static_assert(offsetof(Segment, end) == wire::arena::kSegmentEnd);
+static_assert(offsetof(Segment, slots) == wire::arena::kSegmentSlots);
+static_assert(Segment::kHeaderBytes == wire::arena::kSegmentHeaderBytes);
+static_assert(sizeof(std::atomic<Segment*>) == 8 && std::atomic<Segment*>::is_always_lock_free);
 static_assert(Segment::kHeaderBytes % wire::kSlotSize == 0);
 
 class SegmentStream {
@@ -79,6 +87,8 @@ class SegmentStream {
 
   // --- consumer ---
   uint64_t consumer_head() const { return head_.load(std::memory_order_acquire); }
+  // The committed head itself, for the collector to read in the shared arena.
+  const std::atomic<uint64_t>* head_word() const { return &head_; }
   uint64_t consumer_tail() const { return tail_; }
   // The unread slots at the tail that lie in one segment, up to `head` (read first with
   // consumer_head()): *n of them from the pointer returned (0: nothing before `head`).

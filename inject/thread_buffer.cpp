@@ -1,8 +1,11 @@
 #include "inject/thread_buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 
+#include "inject/arena.h"
 #include "inject/buffer_budget.h"
 #include "inject/clock.h"
 
@@ -57,7 +60,7 @@ Segment* map_segment(uint64_t bytes, bool huge_pages, wire::BufferRefusal* why) 
     *why = wire::BufferRefusal::kCap;
     return nullptr;
   }
-  void* mem = map_buffer_memory(bytes, huge_pages);
+  void* mem = map_shared_buffer(bytes, huge_pages);
   if (mem == nullptr) {
     buffer_budget().give(bytes);
     *why = wire::BufferRefusal::kSystem;
@@ -70,7 +73,7 @@ void unmap_segment(Segment* s) {
   if (s == nullptr) return;
   const uint64_t bytes = s->map_bytes;
   s->~Segment();
-  unmap_buffer_memory(s, bytes);
+  unmap_shared_buffer(s, bytes);
   buffer_budget().give(bytes);
 }
 
@@ -86,31 +89,94 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
     buffer_budget().take_anyway(bytes);
   }
   const bool huge = huge_pages && configured >= kHugeBufferBytes;
-  void* mem = aligned_alloc(64, (sizeof(ThreadBuffer) + 63) & ~size_t{63});
-  void* storage = map_buffer_memory(bytes, huge && bytes >= kHugeBufferBytes);
-  if (mem == nullptr || storage == nullptr) {
-    free(mem);
-    unmap_buffer_memory(storage, bytes);
+  const uint64_t half = bytes / 2;
+  // The struct in the shared arena too: the collector reads its committed head there.
+  uint64_t struct_bytes = 4096;
+  while (struct_bytes < sizeof(ThreadBuffer)) struct_bytes *= 2;
+  void* mem = arena().allocate(struct_bytes);
+  if (mem == nullptr) {
+    struct_bytes = 0;
+    mem = aligned_alloc(64, (sizeof(ThreadBuffer) + 63) & ~size_t{63});
+  }
+  // Two segments: each a block of the arena, or halves of one private mapping (2 MiB
+  // pages that shared memory does not get here, or no arena).
+  const bool huge_now = huge && bytes >= kHugeBufferBytes;
+  void* first = nullptr;
+  void* second = nullptr;
+  if (!(huge_now && !arena().huge_pages()) && arena().ensure()) {
+    first = arena().allocate(half);
+    second = first == nullptr ? nullptr : arena().allocate(half);
+    if (second == nullptr && first != nullptr) {
+      arena().release(first, half);
+      first = nullptr;
+    }
+    if (first != nullptr && huge_now) {
+      madvise(first, half, MADV_HUGEPAGE);
+      madvise(second, half, MADV_HUGEPAGE);
+    }
+  }
+  if (first == nullptr) {
+    first = map_buffer_memory(bytes, huge_now);
+    second = first == nullptr ? nullptr : static_cast<char*>(first) + half;
+  }
+  if (mem == nullptr || first == nullptr) {
+    if (struct_bytes != 0) {
+      arena().release(mem, struct_bytes);
+    } else {
+      free(mem);
+    }
+    unmap_buffer_memory(first, bytes);
     buffer_budget().give(bytes);
     return nullptr;
   }
   auto* tb = new (mem) ThreadBuffer();
-  const uint64_t half = bytes / 2;
+  tb->alloc_bytes = struct_bytes;
   tb->segment_bytes = configured / 2;
   tb->huge_pages = huge;
-  tb->stream.init(place_segment(storage, half));
-  tb->spares[0].store(place_segment(static_cast<char*>(storage) + half, half), std::memory_order_relaxed);
+  tb->stream.init(place_segment(first, half));
+  tb->spares[0].store(place_segment(second, half), std::memory_order_relaxed);
   tb->intern.init();
   tb->wake_every = tb->stream.write_segment()->slots / 2;
   tb->next_wake = tb->wake_every;
   tb->wake = wake;
   tb->tid = tid;
   tb->is_main = is_main;
+  // Its slot also when its segments are private: its head is read, and what it held
+  // unsent is counted as lost.
+  if (struct_bytes != 0) {
+    if (wire::arena::ThreadSlot* slot = arena().claim_slot(tid)) {
+      slot->head_at = arena().offset_of(tb->stream.head_word());
+      slot->dropped_at = arena().offset_of(&tb->dropped);
+      slot->at[0] = arena_position(tb);
+      slot->sending_seq = 0;
+      slot->word.store(0, std::memory_order_relaxed);
+      slot->state.store(wire::arena::kLive, std::memory_order_release);
+      tb->arena_slot = slot;
+    }
+  }
   return tb;
+}
+
+wire::arena::Position arena_position(const ThreadBuffer* tb) {
+  wire::arena::Position p{};
+  // Past the segments read to their end: the flusher hands those back to be used again.
+  const Segment* seg = tb->stream.read_segment();
+  for (;;) {
+    const Segment* next = seg->next.load(std::memory_order_acquire);
+    if (next == nullptr || tb->stream.consumer_tail() < seg->end) break;
+    seg = next;
+  }
+  p.segment = arena().offset_of(seg);
+  p.pos = tb->stream.consumer_tail();
+  p.drained = tb->drained;
+  p.lost = tb->lost;
+  p.next_seq = tb->seq;
+  return p;
 }
 
 void destroy_thread_buffer(ThreadBuffer* tb) {
   if (tb == nullptr) return;
+  arena().free_slot(tb->arena_slot);
   Segment* s = tb->stream.read_segment();
   while (s != nullptr) {
     Segment* next = s->next.load(std::memory_order_acquire);
@@ -119,8 +185,21 @@ void destroy_thread_buffer(ThreadBuffer* tb) {
   }
   for (std::atomic<Segment*>& spare : tb->spares) unmap_segment(spare.exchange(nullptr, std::memory_order_acquire));
   tb->intern.release();
+  const uint64_t struct_bytes = tb->alloc_bytes;
   tb->~ThreadBuffer();
-  free(tb);
+  if (struct_bytes != 0) {
+    arena().release(tb, struct_bytes);
+  } else {
+    free(tb);
+  }
+}
+
+void publish_arena_position(ThreadBuffer* tb) {
+  wire::arena::ThreadSlot* slot = tb->arena_slot;
+  if (slot == nullptr) return;
+  const uint32_t next_copy = (slot->word.load(std::memory_order_relaxed) & 1u) ^ 1u;
+  slot->at[next_copy] = arena_position(tb);
+  slot->word.store(next_copy, std::memory_order_release);
 }
 
 bool grow_thread_buffer(ThreadBuffer* tb, uint64_t slots) {

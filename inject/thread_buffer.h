@@ -64,7 +64,18 @@ struct ThreadBuffer {
   uint64_t taken_seen = 0;      // segments_taken at the flusher's last look
   uint64_t head_seen = 0;       // the head then
   uint64_t busy_at_ns = 0;      // the last look that found it filling segments
+  // Where the collector finds this stream after a kill (arena.h); nullptr when the buffer
+  // is not in the shared arena.
+  wire::arena::ThreadSlot* arena_slot = nullptr;
+  uint64_t alloc_bytes = 0;     // what this struct's own memory took (arena block), 0: heap
 };
+
+// The stream's position as the shared arena keeps it (wire/arena.h): where its unsent
+// part begins once the flusher has read up to the consumer's tail.
+wire::arena::Position arena_position(const ThreadBuffer* tb);
+// Publishes arena_position() as the one that holds, no frame being sent (flusher only;
+// before the segments read to their end are handed back).
+void publish_arena_position(ThreadBuffer* tb);
 
 // A buffer with two segments of half of about `buffer_kb` KiB (16 KiB at least) in one
 // mapping, counted against buffer_budget(); at the cap, two of 16 KiB, whatever the cap

@@ -7,6 +7,8 @@
 //   Frame            any number: one thread's records, zstd-compressed
 //   Bye              once, last, when the process exits cleanly or dies of a signal
 //   WindowEvent      a capture window a trigger opened or closed at a step boundary
+//   Arena            once, after the HelloAck (protocol 3): an ArenaInfo, with the memfd
+//                    of the process's shared buffers in SCM_RIGHTS (arena.h)
 //
 // and the collector may send, after the HelloAck and at any time later:
 //
@@ -35,7 +37,9 @@ namespace torchprof::wire {
 // 2: frames may use FrameEncoding::kZstdDelta (the injected library sends only that).
 // Readers and the collector still take version 1 (kZstdRaw frames only); a reader of
 // version 1 refuses version-2 captures with a clear message instead of misreading them.
-constexpr uint32_t kProtocolVersion = 2;
+// 3: the Arena message (sent only to a collector whose HelloAck says 3 or more); the
+// records and frames are those of version 2.
+constexpr uint32_t kProtocolVersion = 3;
 // The oldest version the collector accepts at the handshake and readers decode.
 constexpr uint32_t kMinProtocolVersion = 1;
 constexpr char kHelloMagic[8] = {'T', 'P', 'R', 'F', 'H', 'L', 'O', '1'};
@@ -52,6 +56,7 @@ enum class MsgType : uint32_t {
   kBye = 4,
   kControl = 5,      // collector -> library: Control
   kWindowEvent = 6,  // library -> collector: WindowEvent
+  kArena = 7,        // library -> collector: arena::ArenaInfo + the memfd (protocol >= 3)
 };
 
 enum class ControlCommand : uint32_t {
@@ -182,6 +187,10 @@ enum class Kind : uint8_t {
   // torch.cuda.memory_stats(device) as the Python bootstrap reads it at exit (CUDA
   // initialised): domain = the device index, a = num_alloc_retries, b = num_ooms.
   kAllocatorStats = 26,
+  // Written by the collector (never the library), last in a thread's records read from the
+  // shared arena after its process died without a goodbye: a = record heads read there,
+  // b = slots that could not be read (a segment outside the arena or failing its checks).
+  kRecovered = 27,
 
   // CUDA and GPU records (32 and up). Host-side API calls are written by the calling
   // thread into its own stream; GPU activity records go into the stream of the

@@ -24,7 +24,12 @@ SECOND_CLIENT = ("range:before{ kernel:_Z6beforev:100us } ; sync ; client_start 
                  " sync ; client_stop ; range:after{ kernel:_Z5afterv:150us } ; sync")
 # Per block: cudaLaunchKernel and its 2 driver calls, cudaDeviceSynchronize and its 1.
 IDS_PER_BLOCK = 5
-WRAP_SKIP = (1 << 30) - IDS_PER_BLOCK  # four skips and four blocks: 2^32 ids, block 4 reuses block 0's
+# Four skips and four blocks: 2^32 ids, block 4 reuses block 0's. The skips differ in their
+# low bits, so that blocks 0 to 3 never share a slot of the analysis's launch table (calls
+# 2^30 ids apart would: a test artefact, never met in a real run) and the result does not
+# hang on when the flusher happens to send each block's GPU records.
+WRAP_SKIPS = [(1 << 30) - IDS_PER_BLOCK + d for d in (1000, 2000, 3000, -6000)]
+assert sum(WRAP_SKIPS) + 4 * IDS_PER_BLOCK == 1 << 32
 
 
 def expectations(script):
@@ -187,7 +192,10 @@ def in_flight():
 
 def correlation_wrap():
     blocks = [f"range:w{i}{{ kernel:_Z2k{i}v:{(i + 1) * 100}us }} ; sync ; cupti_flush" for i in range(5)]
-    full_check(f" ; skip_ids:{WRAP_SKIP} ; ".join(blocks))
+    script = blocks[0]
+    for skip, block in zip(WRAP_SKIPS, blocks[1:]):
+        script += f" ; skip_ids:{skip} ; {block}"
+    full_check(script)
 
 
 def newer_layouts():
