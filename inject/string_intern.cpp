@@ -1,25 +1,37 @@
 #include "inject/string_intern.h"
 
-#include <cstdlib>
+#include <sys/mman.h>
+
+#include <cstddef>
 
 namespace torchprof::inject {
 
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+
+}  // namespace
+
+// One anonymous mapping for the table and the text (zero-filled, touched only as used):
+// the thread's buffer that points here may live in the shared arena, where a leak
+// checker that scans the heap would not look.
 bool StringIntern::init() {
-  entries_ = static_cast<Entry*>(calloc(kEntries, sizeof(Entry)));
-  arena_ = static_cast<char*>(malloc(kArenaBytes));
-  if (entries_ == nullptr || arena_ == nullptr) {
-    free(entries_);
-    free(arena_);
+  const size_t bytes = (kEntries * sizeof(Entry) + kArenaBytes + kPageBytes - 1) & ~(kPageBytes - 1);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
     entries_ = nullptr;
     arena_ = nullptr;
     return false;
   }
+  entries_ = static_cast<Entry*>(p);
+  arena_ = static_cast<char*>(p) + kEntries * sizeof(Entry);
   return true;
 }
 
 void StringIntern::release() {
-  free(entries_);
-  free(arena_);
+  if (entries_ != nullptr) {
+    munmap(entries_, (kEntries * sizeof(Entry) + kArenaBytes + kPageBytes - 1) & ~(kPageBytes - 1));
+  }
   entries_ = nullptr;
   arena_ = nullptr;
 }

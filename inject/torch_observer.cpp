@@ -69,11 +69,18 @@ struct Layout {
 //     unordered_map kwinputs_ @224 (56 bytes), outputs_ @280, fwd_thread_id_ @304,
 //     handle_ @312, ... size 344; NDEBUG changes nothing (inputs_valid_ sits in padding)
 // torch 2.14 (sid's libtorch-dev 2.14.1+dfsg-1, the same checks): the same members at the
-// same offsets as 2.6. The versions between are taken to be laid out as both ends are;
-// each is still used only after its trial has passed on the program's own torch build.
+// same offsets as 2.6. The versions between are taken to be laid out as both ends are.
+// torch 2.0 to 2.5 (record_function.h read member by member in copies of 2.0.0, a
+// 2.2.0a0 snapshot, 2.2.0 and 2.4.0, and the struct rebuilt on each tree's own c10
+// headers to print its offsets): kwinputs_ arrived in 2.4, not 2.6. 2.0 and 2.2 are laid
+// out as 1.13 (fn_ became a std::variant of the same 40 bytes; is_nccl_meta_ was added
+// after handle_), 2.4 as 2.6; 2.1 lies between two that agree, and 2.3 was cut before the
+// change that brought kwinputs_ (its text was not seen), 2.5 between 2.4 and 2.6. Every
+// entry is used only after its trial has passed on the program's own torch build.
 constexpr Layout kLayouts[] = {
     {"1.13", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
-    {"2.6", "2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"2.0", "2.3", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
+    {"2.4", "2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
     // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
