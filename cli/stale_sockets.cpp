@@ -65,14 +65,18 @@ bool is_socket_dir_name(const std::string& name) {
 }
 
 // Removes base/name when it is a stale socket directory of ours.
-bool remove_if_stale(int base_fd, const std::string& base, const std::string& name,
-                     const std::set<std::string>& open_sockets) {
+bool remove_if_stale(int base_fd, const std::string& base, const std::string& name) {
   const int fd = ::openat(base_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st{};
   const bool ours = ::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 07777) == 0700;
   std::vector<std::string> sockets = ours ? entries_of(fd) : std::vector<std::string>{};
-  bool stale = !sockets.empty();
+  // The open sockets read after the directory was: a socket it holds was bound before,
+  // so a live run's (another launcher starting at this moment) is among them.
+  bool readable = false;
+  const std::set<std::string> open_sockets =
+      sockets.empty() ? std::set<std::string>{} : open_socket_paths(&readable);
+  bool stale = !sockets.empty() && readable;
   for (const std::string& s : sockets) {
     struct stat sst{};
     const std::string path = name + "/" + s;
@@ -95,14 +99,14 @@ bool remove_if_stale(int base_fd, const std::string& base, const std::string& na
 
 int remove_stale_socket_dirs(const std::vector<std::string>& bases) {
   bool readable = false;
-  const std::set<std::string> open_sockets = open_socket_paths(&readable);
+  open_socket_paths(&readable);
   if (!readable) return 0;  // no way to tell a live run's socket from a dead one's
   int removed = 0;
   for (const std::string& base : bases) {
     const int base_fd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (base_fd < 0) continue;
     for (const std::string& name : entries_of(base_fd)) {
-      if (is_socket_dir_name(name) && remove_if_stale(base_fd, base, name, open_sockets)) ++removed;
+      if (is_socket_dir_name(name) && remove_if_stale(base_fd, base, name)) ++removed;
     }
     ::close(base_fd);
   }
