@@ -139,37 +139,13 @@ void Connection::send_arena() {
                               static_cast<uint32_t>(sizeof(wire::arena::ThreadSlot))};
   iovec iov[2] = {{&mh, sizeof(mh)}, {&info, sizeof(info)}};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cmsghdr* cm = reinterpret_cast<cmsghdr*>(control);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
   cm->cmsg_len = CMSG_LEN(sizeof(int));
   const int fd = a.fd();
   memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
-  ssize_t n;
-  do {
-    n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  const auto total = static_cast<ssize_t>(sizeof(mh) + sizeof(info));
-  if (n >= 0 && n < total) {
-    // The descriptor went with the first byte; the rest of the message must follow.
-    size_t done = static_cast<size_t>(n);
-    iovec rest[2] = {{&mh, sizeof(mh)}, {&info, sizeof(info)}};
-    iovec* v = rest;
-    int count = 2;
-    while (count > 0 && done >= v->iov_len) {
-      done -= v->iov_len;
-      ++v;
-      --count;
-    }
-    v->iov_base = static_cast<char*>(v->iov_base) + done;
-    v->iov_len -= done;
-    send_all(v, count);
-  }
+  send_all(iov, 2, control, sizeof(control));
 }
 
 bool Connection::connect_socket(const char* path) {
@@ -274,12 +250,16 @@ bool Connection::handshake() {
   return true;
 }
 
-bool Connection::send_all(iovec* iov, int count) {
+bool Connection::send_all(iovec* iov, int count, void* control, size_t control_len) {
   bool started = false;
   while (count > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(count);
+    if (!started) {
+      msg.msg_control = control;
+      msg.msg_controllen = control_len;
+    }
     ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -46,7 +46,8 @@ class Connection {
   // closed it and got the number back for a file of its own: then nothing may be
   // written to it, and the next ensure() connects again.
   bool still_ours();
-  bool send_all(iovec* iov, int count);
+  // `control` (ancillary data, e.g. a descriptor) goes with the message's first byte.
+  bool send_all(iovec* iov, int count, void* control = nullptr, size_t control_len = 0);
   // The shared arena's descriptor and where it lies (protocol 3 collectors only); a
   // failure changes nothing else: the arena is then just not read after a kill.
   void send_arena();

@@ -337,16 +337,7 @@ bool Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
   }
   // The shared arena learns where this thread's unsent records will begin once the
   // frame is through, before it is sent (wire/arena.h).
-  wire::arena::ThreadSlot* shared = tb->arena_slot;
-  uint32_t next_copy = 0;
-  if (shared != nullptr) {
-    const uint32_t current = shared->word.load(std::memory_order_relaxed) & 1u;
-    next_copy = current ^ 1u;
-    shared->at[next_copy] = arena_position(tb);
-    shared->at[next_copy].next_seq = tb->seq + 1;
-    shared->sending_seq = tb->seq;
-    shared->word.store(current | 2u, std::memory_order_release);
-  }
+  const uint32_t next_copy = publish_arena_sending(tb);
   bool ok = false;
   if (conn_.up() && cctx_ != nullptr) {
     // The delta transform turns the records into columns of small numbers, so zstd
@@ -369,10 +360,7 @@ bool Flusher::send_frame(ThreadBuffer* tb, uint32_t slots, uint64_t heads) {
   }
   ++tb->seq;  // also on failure: the gap tells the decoder a frame is missing
   if (!ok) tb->lost += heads;
-  if (shared != nullptr) {
-    shared->at[next_copy].lost = tb->lost;
-    shared->word.store(next_copy, std::memory_order_release);
-  }
+  publish_arena_sent(tb, next_copy);
   return ok;
 }
 

@@ -1,7 +1,5 @@
 #include "inject/thread_buffer.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <new>
 
@@ -98,34 +96,17 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
     struct_bytes = 0;
     mem = aligned_alloc(64, (sizeof(ThreadBuffer) + 63) & ~size_t{63});
   }
-  // Two segments: each a block of the arena, or halves of one private mapping (2 MiB
-  // pages that shared memory does not get here, or no arena).
-  const bool huge_now = huge && bytes >= kHugeBufferBytes;
-  void* first = nullptr;
-  void* second = nullptr;
-  if (!(huge_now && !arena().huge_pages()) && arena().ensure()) {
-    first = arena().allocate(half);
-    second = first == nullptr ? nullptr : arena().allocate(half);
-    if (second == nullptr && first != nullptr) {
-      arena().release(first, half);
-      first = nullptr;
-    }
-    if (first != nullptr && huge_now) {
-      madvise(first, half, MADV_HUGEPAGE);
-      madvise(second, half, MADV_HUGEPAGE);
-    }
-  }
-  if (first == nullptr) {
-    first = map_buffer_memory(bytes, huge_now);
-    second = first == nullptr ? nullptr : static_cast<char*>(first) + half;
-  }
+  // Two segments, the halves of one block (of the arena, else private: map_shared_buffer
+  // says which); each half is given back on its own.
+  void* first = map_shared_buffer(bytes, huge && bytes >= kHugeBufferBytes);
+  void* second = first == nullptr ? nullptr : static_cast<char*>(first) + half;
   if (mem == nullptr || first == nullptr) {
     if (struct_bytes != 0) {
       arena().release(mem, struct_bytes);
     } else {
       free(mem);
     }
-    unmap_buffer_memory(first, bytes);
+    unmap_shared_buffer(first, bytes);
     buffer_budget().give(bytes);
     return nullptr;
   }
@@ -194,11 +175,38 @@ void destroy_thread_buffer(ThreadBuffer* tb) {
   }
 }
 
+namespace {
+
+// The copy of the slot's position that does not hold now.
+uint32_t other_copy(const wire::arena::ThreadSlot* slot) {
+  return (slot->word.load(std::memory_order_relaxed) & 1u) ^ 1u;
+}
+
+}  // namespace
+
 void publish_arena_position(ThreadBuffer* tb) {
   wire::arena::ThreadSlot* slot = tb->arena_slot;
   if (slot == nullptr) return;
-  const uint32_t next_copy = (slot->word.load(std::memory_order_relaxed) & 1u) ^ 1u;
+  const uint32_t next_copy = other_copy(slot);
   slot->at[next_copy] = arena_position(tb);
+  slot->word.store(next_copy, std::memory_order_release);
+}
+
+uint32_t publish_arena_sending(ThreadBuffer* tb) {
+  wire::arena::ThreadSlot* slot = tb->arena_slot;
+  if (slot == nullptr) return 0;
+  const uint32_t next_copy = other_copy(slot);
+  slot->at[next_copy] = arena_position(tb);
+  slot->at[next_copy].next_seq = tb->seq + 1;
+  slot->sending_seq = tb->seq;
+  slot->word.store((next_copy ^ 1u) | 2u, std::memory_order_release);
+  return next_copy;
+}
+
+void publish_arena_sent(ThreadBuffer* tb, uint32_t next_copy) {
+  wire::arena::ThreadSlot* slot = tb->arena_slot;
+  if (slot == nullptr) return;
+  slot->at[next_copy].lost = tb->lost;
   slot->word.store(next_copy, std::memory_order_release);
 }
 

@@ -76,6 +76,12 @@ wire::arena::Position arena_position(const ThreadBuffer* tb);
 // Publishes arena_position() as the one that holds, no frame being sent (flusher only;
 // before the segments read to their end are handed back).
 void publish_arena_position(ThreadBuffer* tb);
+// Around a frame that takes the stream up to the consumer's tail, numbered tb->seq:
+// before it is sent, the position after it in the other copy, marked as being sent
+// (returns that copy); once the send returned, that copy as the one that holds, with
+// tb->lost as it then is.
+uint32_t publish_arena_sending(ThreadBuffer* tb);
+void publish_arena_sent(ThreadBuffer* tb, uint32_t next_copy);
 
 // A buffer with two segments of half of about `buffer_kb` KiB (16 KiB at least) in one
 // mapping, counted against buffer_budget(); at the cap, two of 16 KiB, whatever the cap
