@@ -34,8 +34,12 @@ std::atomic<CUpti_BuffersCallbackRequestFunc> g_requested{nullptr};
 std::atomic<CUpti_BuffersCallbackCompleteFunc> g_completed{nullptr};
 std::atomic<CUpti_TimestampCallbackFunc> g_clock{nullptr};
 std::atomic<bool> g_wants[kKinds] = {};
-// When the client enabled each kind (our clock): what CUPTI recorded before is not its.
+// The client's window per kind (our clock), from its enable to its disable: what CUPTI
+// recorded outside is not its. Records without times go to it while the kind is
+// enabled, or was enabled since its last flush.
 std::atomic<uint64_t> g_wanted_since[kKinds] = {};
+std::atomic<uint64_t> g_wanted_until[kKinds] = {};
+std::atomic<bool> g_unflushed[kKinds] = {};
 std::atomic<bool> g_seen{false};
 // Pairs read on both clocks (ours, the client's): the first at its registration.
 pthread_mutex_t g_clock_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -112,10 +116,30 @@ void hold_client_clock(CUpti_TimestampCallbackFunc clock) {
   g_clock.store(clock, std::memory_order_release);
 }
 
+void keep_client_buffer_out();
+
 void want_kind(CUpti_ActivityKind kind) {
   if (!valid_kind(kind)) return;
   if (!g_wants[kind].load(std::memory_order_relaxed)) g_wanted_since[kind].store(now_ns(), std::memory_order_relaxed);
+  g_wanted_until[kind].store(UINT64_MAX, std::memory_order_relaxed);
+  g_unflushed[kind].store(true, std::memory_order_relaxed);
   g_wants[kind].store(true, std::memory_order_relaxed);
+  keep_client_buffer_out();
+}
+
+// Records CUPTI already holds stay the client's after its disable, as in CUPTI: Kineto
+// disables its kinds at its stop and only then flushes.
+void unwant_kind(CUpti_ActivityKind kind) {
+  if (!valid_kind(kind) || !g_wants[kind].load(std::memory_order_relaxed)) return;
+  g_wanted_until[kind].store(now_ns(), std::memory_order_relaxed);
+  g_wants[kind].store(false, std::memory_order_relaxed);
+}
+
+bool client_record(uint32_t kind, uint64_t start) {
+  if (kind >= kKinds) return false;
+  if (start == 0) return g_wants[kind].load(std::memory_order_relaxed) || g_unflushed[kind].load(std::memory_order_relaxed);
+  return start >= g_wanted_since[kind].load(std::memory_order_relaxed) &&
+         start < g_wanted_until[kind].load(std::memory_order_relaxed);
 }
 
 // ---- the client's buffers ----
@@ -161,6 +185,13 @@ struct Out {
   size_t used = 0;
 };
 
+// The client's buffer being filled, kept across deliveries as CUPTI keeps one: it goes
+// back when full or at the client's flush. Kineto's activityBuffers() flushes and
+// returns anything only while it has a buffer out, and each buffer back holds its
+// 4 MiB until the trace is processed.
+pthread_mutex_t g_out_mu = PTHREAD_MUTEX_INITIALIZER;
+Out g_out;
+
 bool open_out(Out* out) {
   CUpti_BuffersCallbackRequestFunc requested = g_requested.load(std::memory_order_acquire);
   uint8_t* data = nullptr;
@@ -177,9 +208,26 @@ bool open_out(Out* out) {
 void close_out(Out* out) {
   CUpti_BuffersCallbackCompleteFunc completed = g_completed.load(std::memory_order_acquire);
   if (out->data != nullptr && completed != nullptr) {
-    completed(/*context=*/nullptr, /*streamId=*/0, out->data, out->size, out->used);
+    const size_t valid = out->used > kSharedHeaderBytes ? out->used : 0;
+    completed(/*context=*/nullptr, /*streamId=*/0, out->data, out->size, valid);
   }
   *out = Out{};
+}
+
+bool client_wants_any() {
+  for (uint32_t kind = 0; kind < kKinds; ++kind) {
+    if (g_wants[kind].load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+// While the client has kinds enabled it has a buffer out, as CUPTI asks for one before
+// it writes: our CUPTI buffers hold its records until they are delivered.
+void keep_client_buffer_out() {
+  if (!capturing() || g_requested.load(std::memory_order_acquire) == nullptr || !client_wants_any()) return;
+  pthread_mutex_lock(&g_out_mu);
+  if (g_out.data == nullptr) open_out(&g_out);
+  pthread_mutex_unlock(&g_out_mu);
 }
 
 // Times of a copied record moved from our clock (CUPTI writes ours, less the
@@ -221,11 +269,10 @@ struct Copier {
 
   void copy(const CUpti_Activity* record, size_t bytes) {
     const uint32_t kind = record->kind;
-    if (kind >= kKinds || !g_wants[kind].load(std::memory_order_relaxed)) return;
-    const uint64_t start = record_start(reinterpret_cast<const uint8_t*>(record), kind);
-    if (start != 0 && start < g_wanted_since[kind].load(std::memory_order_relaxed)) return;
+    if (kind >= kKinds) return;
+    if (!client_record(kind, record_start(reinterpret_cast<const uint8_t*>(record), kind))) return;
     bytes = (bytes + 7) & ~size_t{7};
-    if (out.data != nullptr && out.used + 8 + bytes > out.size) close_out(&out);
+    if (out.data != nullptr && out.used + 8 + bytes > out.size) close_out(&out);  // full: the next at once
     if (out.data == nullptr && !open_out(&out)) return;  // the client gave no buffer: it loses the record
     if (out.used + 8 + bytes > out.size) return;         // a record larger than its buffers
     const uint64_t length = bytes;
@@ -249,6 +296,7 @@ void share_start(CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallba
   // A client registered before us: its callbacks and clock were CUPTI's until now.
   if (CUpti_BuffersCallbackCompleteFunc earlier = g_completed.load(std::memory_order_acquire)) {
     note_client(reinterpret_cast<const void*>(earlier));
+    keep_client_buffer_out();
   }
 }
 
@@ -263,6 +311,8 @@ bool share_client_wants(CUpti_ActivityKind kind) {
 void share_forget_after_fork() {
   g_capturing.store(false, std::memory_order_relaxed);
   g_completed.store(nullptr, std::memory_order_relaxed);
+  pthread_mutex_init(&g_out_mu, nullptr);
+  g_out = Out{};
 }
 
 bool second_client_seen() { return g_seen.load(std::memory_order_relaxed); }
@@ -286,6 +336,8 @@ void share_with_second_client(const uint8_t* buffer, size_t valid) {
     copier.last = read_pair(clock);
     copier.clock = true;
   }
+  pthread_mutex_lock(&g_out_mu);
+  copier.out = g_out;
   // A record's length is the distance to the next one; the last runs to the end.
   auto* data = const_cast<uint8_t*>(buffer);
   CUpti_Activity* previous = nullptr;
@@ -300,7 +352,30 @@ void share_with_second_client(const uint8_t* buffer, size_t valid) {
   if (previous != nullptr) {
     copier.copy(previous, static_cast<size_t>(data + valid - reinterpret_cast<uint8_t*>(previous)));
   }
-  if (copier.out.data != nullptr) close_out(&copier.out);
+  if (copier.out.data == nullptr && client_wants_any()) open_out(&copier.out);
+  g_out = copier.out;
+  pthread_mutex_unlock(&g_out_mu);
+}
+
+// The client's flush: what CUPTI held has reached our bufferCompleted, and so its
+// share of it the client's buffer, which now goes back to it.
+void share_client_flushed() {
+  if (!capturing()) return;
+  pthread_mutex_lock(&g_out_mu);
+  if (g_out.data != nullptr) close_out(&g_out);
+  pthread_mutex_unlock(&g_out_mu);
+  for (uint32_t kind = 0; kind < kKinds; ++kind) {
+    if (!g_wants[kind].load(std::memory_order_relaxed)) g_unflushed[kind].store(false, std::memory_order_relaxed);
+  }
+  keep_client_buffer_out();
+}
+
+// The client registers other callbacks: the buffer it is filling goes back to the
+// ones that asked for it.
+void share_client_replaced(CUpti_BuffersCallbackCompleteFunc completed) {
+  pthread_mutex_lock(&g_out_mu);
+  if (g_out.data != nullptr && g_completed.load(std::memory_order_acquire) != completed) close_out(&g_out);
+  pthread_mutex_unlock(&g_out_mu);
 }
 
 }  // namespace torchprof::inject
@@ -327,6 +402,7 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_Buffe
     // Our tracing started inside that call (it started CUDA): ours must be CUPTI's.
     forward(ti::g_our_requested, ti::g_our_completed);
   }
+  ti::share_client_replaced(completed);
   ti::g_requested.store(requested, std::memory_order_release);
   ti::g_completed.store(completed, std::memory_order_release);
   ti::note_client(reinterpret_cast<const void*>(completed));
@@ -358,7 +434,7 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kin
 }
 
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-  if (ti::valid_kind(kind)) ti::g_wants[kind].store(false, std::memory_order_relaxed);
+  ti::unwant_kind(kind);
   if (ti::capturing() && ti::valid_kind(kind) && ti::g_our_kinds[kind].load(std::memory_order_relaxed)) {
     return CUPTI_SUCCESS;  // we still trace it; the client simply gets no more of it
   }
@@ -382,10 +458,14 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityDisableContext(CUcontext cont
   return forward != nullptr ? forward(context, kind) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
-// The client's records reach it through our bufferCompleted, within this call.
+// The client's records reach our bufferCompleted within this call, and its buffer
+// goes back to it after (either flag: the records copied into it are complete).
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
   auto forward = TP_REAL(cuptiActivityFlushAll);
-  return forward != nullptr ? forward(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  const CUptiResult rc = forward(flag);
+  ti::share_client_flushed();
+  return rc;
 }
 
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {

@@ -12,7 +12,9 @@
 // disables stay on when we need them, and every buffer CUPTI hands us is also
 // copied, filtered to the kinds the client enabled and with its times in the
 // client's clock, into buffers the client asked for, which its
-// cuptiActivityGetNextRecord walks here. Without our tracing every call goes
+// cuptiActivityGetNextRecord walks here. As with CUPTI alone, the client has one
+// buffer out while it has kinds enabled; it goes back when full or at the client's
+// own flush. Without our tracing every call goes
 // straight to the program's libcupti.
 #pragma once
 

@@ -11,7 +11,8 @@ namespace fake_workload {
 
 namespace {
 
-constexpr size_t kBufferBytes = 1u << 20;
+// Kineto's kBufSize.
+constexpr size_t kBufferBytes = 4u << 20;
 constexpr uint64_t kTicksPerNs = 3;
 constexpr uint64_t kClockOrigin = 7000000000000ull;
 
@@ -20,28 +21,44 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
+// Kineto's two maps: buffers handed to CUPTI and not yet back, and buffers back.
 std::mutex g_mutex;
-std::vector<std::pair<uint8_t*, size_t>> g_ready;  // delivered buffers and their valid bytes
-std::vector<uint8_t*> g_handed_out;
+std::vector<uint8_t*> g_allocated;
+std::vector<std::pair<uint8_t*, size_t>> g_ready;  // with their valid bytes
 
 void CUPTIAPI on_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer != nullptr ? kBufferBytes : 0;
   *max_records = 0;
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (*buffer != nullptr) g_handed_out.push_back(*buffer);
+  if (*buffer != nullptr) g_allocated.push_back(*buffer);
 }
 
 // Like Kineto's bufferCompleted: a buffer it never handed out is refused ("unknown buffer").
 void CUPTIAPI on_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto mine = std::find(g_handed_out.begin(), g_handed_out.end(), buffer);
-  if (mine == g_handed_out.end()) {
+  auto mine = std::find(g_allocated.begin(), g_allocated.end(), buffer);
+  if (mine == g_allocated.end()) {
     std::fprintf(stderr, "second client: bufferCompleted called with unknown buffer\n");
     return;
   }
-  g_handed_out.erase(mine);
+  g_allocated.erase(mine);
   g_ready.emplace_back(buffer, valid);
+}
+
+// Kineto's activityBuffers(): with no buffer out with CUPTI it returns nothing, and
+// does not flush; otherwise a forced flush, then every buffer that came back. The
+// buffers that came back before, while none was out, stay where they are.
+std::vector<std::pair<uint8_t*, size_t>> activity_buffers(const CuptiCalls& calls) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_allocated.empty()) return {};
+  }
+  calls.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<std::pair<uint8_t*, size_t>> ready;
+  ready.swap(g_ready);
+  return ready;
 }
 
 std::string copy_row(const CUpti_ActivityMemcpy6& copy) {
@@ -81,18 +98,18 @@ void SecondClient::launched(const std::string& row, uint64_t duration_ns) {
   if (active_) expected_[row].push_back(duration_ns);
 }
 
+// Kineto's order at a stop: its kinds are disabled first (stopTraceInternal), its
+// buffers asked for afterwards (processTraceInternal).
 bool SecondClient::stop() {
   if (!active_) return true;
   active_ = false;
-  calls_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // Kineto's activityBuffers()
-  std::vector<std::pair<uint8_t*, size_t>> buffers;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    buffers.swap(g_ready);
-  }
+  for (CUpti_ActivityKind kind : kKinds) calls_.disable(kind);
+  std::vector<std::pair<uint8_t*, size_t>> buffers = activity_buffers(calls_);
   std::map<std::string, std::vector<uint64_t>> got;
   bool ok = true;
+  size_t valid_bytes = 0;
   for (auto& [buffer, valid] : buffers) {
+    valid_bytes += valid;
     CUpti_Activity* record = nullptr;
     while (calls_.get_next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
       if (!enabled_kind(record->kind)) {
@@ -108,7 +125,14 @@ bool SecondClient::stop() {
     }
     std::free(buffer);
   }
-  for (CUpti_ActivityKind kind : kKinds) calls_.disable(kind);  // Kineto's disableCuptiActivities at stop
+  // Each buffer back holds kBufferBytes until the trace is processed: CUPTI fills one
+  // before it asks for the next, so the records fit in one more than they fill.
+  const size_t fill = valid_bytes / kBufferBytes + 1;
+  if (buffers.size() > fill) {
+    std::fprintf(stderr, "second client: %zu buffers of %zu MiB came back for %zu bytes of records\n",
+                 buffers.size(), kBufferBytes >> 20, valid_bytes);
+    ok = false;
+  }
   return compare(got) && ok;
 }
 

@@ -2,7 +2,9 @@
 // Kineto uses CUPTI (libkineto's CuptiActivityApi / CuptiCallbackApi): it tries
 // to subscribe (and carries on when the slot is taken), registers its own buffer
 // callbacks and a TSC-like timestamp callback, enables the kinds Kineto enables,
-// and at its stop flushes (forced), reads its buffers and disables those kinds.
+// and at its stop disables those kinds, then flushes (forced) and reads its
+// buffers only if one of them is still out with CUPTI (Kineto's activityBuffers()
+// returns nothing otherwise), and wants no more buffers than the records need.
 // It checks that it got exactly the kernels and copies launched while it was on,
 // with their durations in its own clock, and no record of a kind it never enabled.
 #pragma once
@@ -22,7 +24,7 @@ class SecondClient {
   void start(const CuptiCalls& calls);
   // Work launched while the client is on, by row name ("Memcpy HtoD (Pageable -> Device)").
   void launched(const std::string& row, uint64_t duration_ns);
-  // Flushes, compares, disables; false (with the reasons on stderr) on a mismatch.
+  // Disables, flushes, compares; false (with the reasons on stderr) on a mismatch.
   bool stop();
   bool active() const { return active_; }
 

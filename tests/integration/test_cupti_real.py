@@ -84,6 +84,26 @@ def second_client():
     check("unknown buffer" not in result.stderr_text, "the client was handed torchprof's buffers")
 
 
+def second_client_periodic():
+    """The client stays on across several of torchprof's periodic flushes, as torch.profiler's
+    Kineto does over its active steps: it still has a buffer out at its stop (Kineto's
+    activityBuffers() returns nothing otherwise), and no more buffers come back than its
+    records fill (each holds 4 MiB until the trace is processed)."""
+    script = ("client_start ; range:a{ kernel:_Z5stepav:100us } ; sync ; sleep:120ms ;"
+              " range:b{ kernel:_Z5stepbv:200us ; memcpy:htod:4096:20us } ; sync ; sleep:120ms ;"
+              " range:c{ kernel:_Z5stepcv:300us } ; sync ; sleep:120ms ; client_stop")
+    result = full_check(script, env={"TORCHPROF_GPU_FLUSH_MS": "20"})
+    check("buffers of" not in result.stderr_text, f"the client was handed a buffer per flush: {result.stderr_text[-2000:]}")
+
+
+def second_client_twice():
+    """Two torch.profiler sessions one after the other: each gets the records of its own window,
+    and those of the first that torchprof had not yet received when it stopped."""
+    full_check("client_start ; range:one{ kernel:_Z3onev:100us } ; sync ; client_stop ;"
+               " range:between{ kernel:_Z7betweenv:50us } ; sync ;"
+               " client_start ; range:two{ kernel:_Z3twov:200us ; kernel:_Z3twov:100us } ; sync ; client_stop")
+
+
 def second_client_direct():
     """A client that calls CUPTI through its own handle, past the interposed functions:
     torchprof cannot share, but says what happened."""
@@ -317,7 +337,7 @@ def gpu_check_dry():
     check(rows[-1].startswith("results: "), f"last line: {rows[-1]}")
 
 
-SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_direct, incomplete, profiler_stop_queued,
+SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_periodic, second_client_twice, second_client_direct, incomplete, profiler_stop_queued,
                                           loaded_cupti, unreadable, p2p, sigkill, informative, in_flight,
                                           correlation_wrap, newer_layouts, flush_bounded, never_started,
                                           gpu_check_dry)}
