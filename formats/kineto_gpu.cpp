@@ -193,7 +193,7 @@ void append_gpu_event(json::Buffer& out, const GpuEvent& g, int64_t base_ns, uin
 }
 
 void append_flow(json::Buffer& out, bool start, uint64_t correlation, int64_t pid, int64_t tid,
-                 int64_t ts_ns, int64_t base_ns) {
+                 int64_t ts_ns, int64_t base_ns, std::string_view category) {
   out += start ? "{\"ph\": \"s\", \"id\": " : "{\"ph\": \"f\", \"id\": ";
   json::append_uint(out, correlation);
   out += ", \"pid\": ";
@@ -202,7 +202,11 @@ void append_flow(json::Buffer& out, bool start, uint64_t correlation, int64_t pi
   json::append_int(out, tid);
   out += ", \"ts\": ";
   json::append_us(out, ts_ns - base_ns);
-  out += ", \"cat\": \"ac2g\", \"name\": \"ac2g\"";
+  out += ", \"cat\": \"";
+  out += category;
+  out += "\", \"name\": \"";
+  out += category;
+  out += '"';
   if (!start) out += ", \"bp\": \"e\"";
   out += '}';
 }

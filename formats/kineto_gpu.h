@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/model.h"
@@ -21,9 +22,11 @@ void append_device_properties(json::Buffer& out, const std::vector<GpuDevice>& d
 void append_gpu_event(json::Buffer& out, const GpuEvent& g, int64_t base_ns, uint64_t external_id,
                       const GpuDevice* device);
 
-// Flow start (on the API call) or finish (on the GPU record, "bp": "e"), id = correlation.
+// Flow start (on the API call) or finish (on the GPU record, "bp": "e"), id = correlation;
+// `category` (the flow's cat and name): "ac2g", or "fwdbwd" from a forward op to its
+// backward op.
 void append_flow(json::Buffer& out, bool start, uint64_t correlation, int64_t pid, int64_t tid,
-                 int64_t ts_ns, int64_t base_ns);
+                 int64_t ts_ns, int64_t base_ns, std::string_view category = "ac2g");
 
 // A "[memory]" instant on the CPU thread that allocated or freed.
 void append_memory_event(json::Buffer& out, const MemoryEvent& m, int pid, uint32_t tid, int64_t base_ns);

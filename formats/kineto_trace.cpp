@@ -19,6 +19,7 @@
 #include "analysis/analysis.h"
 #include "common/errors.h"
 #include "common/wire/wire.h"
+#include "formats/fwdbwd.h"
 #include "formats/json_writer.h"
 #include "formats/kineto_gpu.h"
 #include "formats/write_behind.h"
@@ -204,6 +205,7 @@ class CycleWriter {
     if (file_) state_.behind.close(file_);
     file_.reset();
     out_.clear();
+    links_.clear();
     ::unlinkat(state_.dir.fd(), basename_of(partial_).c_str(), 0);
   }
 
@@ -270,6 +272,7 @@ class CycleWriter {
       span.start = std::min(span.start, extent_.start);
       span.end = std::max(span.end, extent_.end);
     }
+    fwdbwd_flows();
     metadata(proc, span);
     const std::string worker = sanitize(proc.worker);
     KinetoTraces::State::Pending pending;
@@ -311,6 +314,21 @@ class CycleWriter {
  private:
   void flush() {
     if (out_.size() >= kFlushBytes) state_.behind.write(file_, out_);
+  }
+
+  // Each forward op to its backward op, as Kineto links them: "s" at the forward op's
+  // start, "f" ("bp": "e") at the backward op's, ids from 1 in each trace.
+  void fwdbwd_flows() {
+    uint64_t id = 0;
+    for (const kineto::FwdBwdLink& link : links_.links()) {
+      ++id;
+      begin_value();
+      kineto::append_flow(out_, /*start=*/true, id, pid_, link.forward.tid, link.forward.ts_ns, base_, "fwdbwd");
+      begin_value();
+      kineto::append_flow(out_, /*start=*/false, id, pid_, link.backward.tid, link.backward.ts_ns, base_, "fwdbwd");
+      flush();
+    }
+    links_.clear();
   }
 
   void begin_value() {
@@ -407,6 +425,7 @@ class CycleWriter {
     const std::string_view cat =
         op != nullptr && !user_scope ? std::string_view("cpu_op") : std::string_view("user_annotation");
     common_named("X", cat, e.name, e.tid, e.start_ns);
+    if (e.op_call) links_.add(e.tid, e.start_ns, e.end_ns, e.op_word);
     char* out = json::put(out_.reserve(48), ", \"dur\": ");
     out_.commit(json::format_us(out, e.dur_ns()));
     annotation_ids(external_id, e.op_call ? e.payload : 0);
@@ -641,6 +660,7 @@ class CycleWriter {
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
   std::string backend_;  // the process group's backend, from NCCL kernels or c10d op names
+  kineto::FwdBwdLinks links_;  // its ops with sequence numbers, linked at the end
 };
 
 class ProcessTraces : public ProcessTraceSink {

@@ -7,7 +7,7 @@
 // torch's API for this is C++ and built without its headers here: the callback struct
 // is written as the torch version's RecordFunctionCallback is laid out, the exported
 // at::addGlobalCallback / at::removeCallback / at::RecordFunction::name are found with
-// dlsym, and the inline accessors (seqNr, forwardThreadId, scope, handle) are read at
+// dlsym, and the inline accessors (threadId, seqNr, forwardThreadId, scope, handle) are read at
 // their fields' offsets. Each layout is an entry of the table below, checked against
 // that version's headers; a layout is only ever used in the program after a trial in a
 // throwaway child process (mode kTrial: the callbacks write a small log instead of
@@ -47,6 +47,7 @@ struct Layout {
   uint32_t cb_needs_outputs;
   uint32_t cb_needs_ids;
   // RecordFunction (the fields its inline accessors return)
+  uint32_t rf_thread;     // step_callbacks_.thread_id_ (uint64_t): torch's id of the op's thread
   uint32_t rf_scope;      // step_callbacks_.scope_ (uint8_t RecordScope)
   uint32_t rf_sequence;   // sequence_nr_ (int64_t)
   uint32_t rf_fwd_thread; // fwd_thread_id_ (uint64_t)
@@ -78,13 +79,13 @@ struct Layout {
 // change that brought kwinputs_ (its text was not seen), 2.5 between 2.4 and 2.6. Every
 // entry is used only after its trial has passed on the program's own torch build.
 constexpr Layout kLayouts[] = {
-    {"1.13", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
-    {"2.0", "2.3", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 248, 256},
-    {"2.4", "2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 96, 200, 304, 312},
+    {"1.13", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 88, 96, 200, 248, 256},
+    {"2.0", "2.3", 40, 0, 8, 16, 24, 10, 34, 35, 36, 88, 96, 200, 248, 256},
+    {"2.4", "2.14", 40, 0, 8, 16, 24, 10, 34, 35, 36, 88, 96, 200, 304, 312},
     // Not a torch version: 1.13's layout with the scope and sequence number misplaced, so
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
-    {"test-wrong-layout", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 100, 208, 248, 256},
+    {"test-wrong-layout", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 88, 100, 208, 248, 256},
 };
 
 constexpr uint32_t kMaxCallbackBytes = 64;
@@ -132,6 +133,7 @@ struct TrialEntry {
   int64_t sequence;
   uint32_t scope;
   uint64_t fwd_thread;
+  uint64_t thread;
   uint64_t handle;
 };
 TrialEntry g_trial[kTrialEntries];
@@ -149,6 +151,7 @@ void trial_note(const void* rf, bool begin) {
   e.sequence = field<int64_t>(rf, g_layout->rf_sequence);
   e.scope = field<uint8_t>(rf, g_layout->rf_scope);
   e.fwd_thread = field<uint64_t>(rf, g_layout->rf_fwd_thread);
+  e.thread = field<uint64_t>(rf, g_layout->rf_thread);
   e.handle = field<uint64_t>(rf, g_layout->rf_handle);
 }
 
@@ -185,7 +188,7 @@ NoContext on_start(const void* rf) {
     return {};
   }
   const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
-                                      field<uint64_t>(rf, l.rf_fwd_thread));
+                                      field<uint64_t>(rf, l.rf_fwd_thread), field<uint64_t>(rf, l.rf_thread));
   record_op_begin(tb, domain, cached_ascii_name(tb, name), word, field<uint64_t>(rf, l.rf_handle));
   return {};
 }
@@ -336,7 +339,7 @@ TORCHPROF_EXPORT void torchprof_torch_observer_enable(int on) {
 }
 
 // The trial's log as text, one line per callback:
-//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <name>
+//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <thread> <name>
 // Returns the bytes written (cut at `len`).
 TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   using namespace tpi;
@@ -344,10 +347,10 @@ TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   int at = 0;
   for (int i = 0; i < used && at < len; ++i) {
     const TrialEntry& e = g_trial[i];
-    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %s\n", e.begin ? 'B' : 'E',
+    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %llu %s\n", e.begin ? 'B' : 'E',
                            e.depth, e.scope, static_cast<long long>(e.sequence),
                            static_cast<unsigned long long>(e.fwd_thread), static_cast<unsigned long long>(e.handle),
-                           e.name);
+                           static_cast<unsigned long long>(e.thread), e.name);
     if (n < 0) break;
     at += n;
   }

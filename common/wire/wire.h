@@ -323,20 +323,36 @@ constexpr PayloadType attr_payload_type(uint64_t attr) {
 }
 
 // kOpBegin's `a`: the autograd sequence number + 1 (0 = none) in bits 0..39, torch's
-// RecordScope in bits 40..47, the forward thread id (torch's own thread numbering, cut to
-// 16 bits) in bits 48..63.
-constexpr uint64_t op_word(int64_t sequence, uint8_t scope, uint64_t fwd_thread) {
+// RecordScope in bits 40..46, and in bits 48..63 a thread in torch's own numbering, cut to
+// 16 bits: a backward op's forward thread id (bit 47 clear), or, for an op torch gives no
+// forward thread (0: forward ops and ops outside autograd), the op's own thread with bit
+// 47 set (Kineto's fwdbwd flows pair (own thread, sequence) with (forward thread,
+// sequence)).
+constexpr uint64_t kOpWordOwnThread = uint64_t{1} << 47;
+constexpr uint64_t op_word(int64_t sequence, uint8_t scope, uint64_t fwd_thread, uint64_t thread = 0) {
   const uint64_t seq = sequence >= 0 && sequence < (int64_t{1} << 40) - 1 ? static_cast<uint64_t>(sequence) + 1 : 0;
-  return seq | uint64_t{scope} << 40 | (fwd_thread < 0xFFFF ? fwd_thread : 0xFFFF) << 48;
+  const uint64_t word = seq | uint64_t{scope & 0x7Fu} << 40;
+  if (fwd_thread == 0 && thread != 0) return word | kOpWordOwnThread | (thread < 0xFFFF ? thread : 0xFFFF) << 48;
+  return word | (fwd_thread < 0xFFFF ? fwd_thread : 0xFFFF) << 48;
 }
 // RecordScope::USER_SCOPE (record_function), the same value in torch 1.13's and 2.x's enum.
 constexpr uint8_t kOpScopeUser = 7;
 constexpr int64_t op_word_sequence(uint64_t w) { return static_cast<int64_t>(w & ((uint64_t{1} << 40) - 1)) - 1; }
-constexpr uint8_t op_word_scope(uint64_t w) { return static_cast<uint8_t>(w >> 40); }
-constexpr uint32_t op_word_fwd_thread(uint64_t w) { return static_cast<uint32_t>(w >> 48); }
+constexpr uint8_t op_word_scope(uint64_t w) { return static_cast<uint8_t>((w >> 40) & 0x7F); }
+// torch's forwardThreadId(): 0 for an op that is not a backward op.
+constexpr uint32_t op_word_fwd_thread(uint64_t w) {
+  return (w & kOpWordOwnThread) != 0 ? 0 : static_cast<uint32_t>(w >> 48);
+}
+// torch's id of the op's own thread, when it was recorded (0 otherwise); backward ops
+// carry their forward thread instead.
+constexpr uint32_t op_word_thread(uint64_t w) {
+  return (w & kOpWordOwnThread) != 0 ? static_cast<uint32_t>(w >> 48) : 0;
+}
 static_assert(op_word_sequence(op_word(-1, 0, 0)) == -1);
 static_assert(op_word_sequence(op_word(123, 7, 9)) == 123 && op_word_scope(op_word(123, 7, 9)) == 7 &&
-              op_word_fwd_thread(op_word(123, 7, 9)) == 9);
+              op_word_fwd_thread(op_word(123, 7, 9)) == 9 && op_word_thread(op_word(123, 7, 9, 4)) == 0);
+static_assert(op_word_fwd_thread(op_word(5, 0, 0, 3)) == 0 && op_word_thread(op_word(5, 0, 0, 3)) == 3 &&
+              op_word_scope(op_word(5, 0, 0, 3)) == 0 && op_word_sequence(op_word(5, 0, 0, 3)) == 5);
 
 struct Record {
   uint8_t kind;     // Kind

@@ -23,7 +23,7 @@ from torchprof._holds import Holds
 from torchprof._util import log
 
 # Bumped when the trial's checks change: verdicts of an older trial are not reused.
-_TRIAL_VERSION = "1"
+_TRIAL_VERSION = "2"
 _TRIAL_TIMEOUT_S = 180
 
 # Run by a fresh interpreter with the injected library preloaded but inert (no socket).
@@ -54,8 +54,8 @@ buf = ctypes.create_string_buffer(1 << 16)
 n = log(buf, 1 << 16)
 rows = []
 for line in buf.raw[:n].decode("utf-8", "replace").splitlines():
-    kind, depth, scope, seq, fwd, handle, name = line.split(" ", 6)
-    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name))
+    kind, depth, scope, seq, fwd, handle, thread, name = line.split(" ", 7)
+    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name, int(thread)))
 
 def fail(reason):
     print("fail " + reason)
@@ -66,7 +66,7 @@ if enabled:
 if not rows:
     fail("no callback ran")
 open_ = {}
-for kind, depth, scope, seq, fwd, handle, name in rows:
+for kind, depth, scope, seq, fwd, handle, name, thread in rows:
     if depth < 0 or scope > 15:
         fail("nesting or scope out of range (%s depth %d scope %d)" % (name, depth, scope))
     if kind == "B":
@@ -92,6 +92,9 @@ if ones + 1 >= len(begins) or begins[ones + 1][1] != 1 or begins[ones][1] != 0:
 node = first("MmBackward0")
 if node[2] != 1 or node[3] != mm[3]:
     fail("MmBackward0 read as scope %d, sequence number %d (aten::mm's: %d)" % (node[2], node[3], mm[3]))
+if mm[4] != 0 or mm[7] == 0 or node[4] != mm[7]:
+    fail("MmBackward0's forward thread %d is not aten::mm's thread %d (aten::mm's forward thread: %d)"
+         % (node[4], mm[7], mm[4]))
 print("ok")
 """
 

@@ -38,20 +38,32 @@ def torch_view(model, *extra):
         return json.load(f)
 
 
-def exact_events(result):
+def exact_events(result, flows=None):
     """X events of every trace with ts and dur as integer nanoseconds: floats would lose
-    them (microseconds since the epoch with three decimals need 19 digits)."""
+    them (microseconds since the epoch with three decimals need 19 digits). `flows`, a
+    list, gets each trace's fwdbwd flows as (forward X event, backward X event)."""
     out = []
     for path in sorted(glob.glob(os.path.join(result.out_dir, "traces", "*.pt.trace.json*"))):
         with open(path, "rb") as f:
             data = f.read()
         if path.endswith(".gz"):
             data = gzip.decompress(data)
+        at, ends = {}, {}
         for ev in json.loads(data.decode("utf-8"), parse_float=decimal.Decimal).get("traceEvents", []):
             if ev.get("ph") == "X":
                 ev["start"] = int(decimal.Decimal(ev["ts"]) * 1000)
                 ev["end"] = ev["start"] + int(decimal.Decimal(ev["dur"]) * 1000)
                 out.append(ev)
+                if ev.get("cat") == "cpu_op":
+                    at.setdefault((ev["tid"], ev["start"]), ev)
+            elif ev.get("cat") == "fwdbwd" and ev.get("ph") in ("s", "f"):
+                ends.setdefault(ev["id"], {})[ev["ph"]] = (ev["tid"], int(decimal.Decimal(ev["ts"]) * 1000))
+        if flows is not None:
+            for flow_id, pair in ends.items():
+                check(set(pair) == {"s", "f"}, f"fwdbwd flow {flow_id} has both ends")
+                fwd, bwd = at.get(pair["s"]), at.get(pair["f"])
+                check(fwd is not None and bwd is not None, f"fwdbwd flow {flow_id}'s ends sit on ops: {pair}")
+                flows.append((fwd, bwd))
     return out
 
 
@@ -69,7 +81,8 @@ def nest(events):
 
 def torchprof_view(result):
     """Per ProfilerStep#k: names -> calls, 'op\\tparent' -> calls, name -> tids."""
-    events = exact_events(result)
+    links = []
+    events = exact_events(result, links)
     steps = sorted((e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["start"])
     by_tid = {}
     for ev in events:
@@ -86,7 +99,12 @@ def torchprof_view(result):
             key = ev["name"] + "\t" + (parent["name"] if parent is not None else "")
             pairs[key] = pairs.get(key, 0) + 1
             tids.setdefault(ev["name"], set()).add(ev["tid"])
-        out.append({"names": names, "pairs": pairs, "tids": tids})
+        flows = {}
+        for fwd, bwd in links:
+            if s["start"] <= bwd["start"] <= s["end"]:
+                key = fwd["name"] + "\t" + bwd["name"]
+                flows[key] = flows.get(key, 0) + 1
+        out.append({"names": names, "pairs": pairs, "tids": tids, "flows": flows})
     return out
 
 
@@ -119,6 +137,16 @@ def compare(model, *extra):
                    reverse=True)[:8]
     print(f"{model}: (op, parent) pairs equal for {same} of {total} calls ({100 * same / total:.1f}%); worst {worst}")
     check(same / total >= 0.98, f"(op, parent) calls equal: {100 * same / total:.1f}% < 98%: {worst}")
+    # fwdbwd flows: each forward op linked to the backward op torch links it to.
+    flows = theirs["flows"]
+    check(flows, "torch links forward ops to backward ops")
+    linked = sum(min(c, ours["flows"].get(k, 0)) for k, c in flows.items())
+    wrong = sorted((k, c, ours["flows"].get(k, 0)) for k, c in flows.items() if ours["flows"].get(k, 0) != c)[:8]
+    extra = sorted(k for k in ours["flows"] if k not in flows)[:8]
+    print(f"{model}: fwdbwd flows: torch {sum(flows.values())}, torchprof {sum(ours['flows'].values())}, "
+          f"equal {linked}; unequal {wrong}; only torchprof's {extra}")
+    check(linked == sum(flows.values()) == sum(ours["flows"].values()),
+          f"fwdbwd flows differ from torch's: unequal {wrong}, only torchprof's {extra}")
     # Autograd nodes and evaluate_function rows, on the thread torch runs them on (on a
     # CPU build the thread that called backward(): the main thread).
     nodes = [n for n in names if n.endswith("Backward0") or n.startswith("autograd::engine::evaluate_function")]

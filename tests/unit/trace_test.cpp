@@ -9,6 +9,7 @@
 
 #include "analysis/analysis.h"
 #include "common/wire/wire.h"
+#include "formats/fwdbwd.h"
 #include "formats/json_writer.h"
 #include "process_capture.h"
 #include "trace_files.h"
@@ -226,6 +227,102 @@ TEST_CASE("trace: External ids and Ev Idx count every annotation, across digit b
     ++seen;
   }
   CHECK(seen == kRanges);
+}
+
+}  // namespace torchprof
+
+namespace torchprof {
+
+TEST_CASE("trace: fwdbwd flows link each forward op to its backward op, as Kineto pairs them") {
+  // Thread 4242 (torch's thread 1): aten::matmul [10,100] { aten::mm [20,90] }, both of
+  // sequence number 5; aten::add [110,120] (sequence 6, no backward); aten::empty [130,140]
+  // (no sequence number). Thread 4243 (autograd's worker): evaluate_function [290,360]
+  // { MmBackward0 [300,350] }, both of forward thread 1 and sequence 5; AddBackward0
+  // [400,410] of forward thread 2 (no forward op on that thread); then, on thread 4242,
+  // aten::mm again [500,520] (sequence 5) and its MmBackward0 [600,610] on thread 4242.
+  auto ns = [](int64_t t) { return kAt + static_cast<uint64_t>(t); };
+  Slots t1;
+  t1.str(1, "aten::matmul").str(2, "aten::mm").str(3, "aten::add").str(4, "aten::empty").str(5, "torchprof.ops");
+  t1.str(6, "MmBackward0");
+  t1.rec(Kind::kDomain, 5, 0, 0, 0, 3).rec(Kind::kThreadStart, 0, ns(0), 1);
+  t1.rec(Kind::kOpBegin, 1, ns(10), wire::op_word(5, 0, 0, 1), 11, 3)
+      .rec(Kind::kOpBegin, 2, ns(20), wire::op_word(5, 0, 0, 1), 12, 3)
+      .rec(Kind::kOpEnd, 0, ns(90), 12, 0, 3)
+      .rec(Kind::kOpEnd, 0, ns(100), 11, 0, 3)
+      .rec(Kind::kOpBegin, 3, ns(110), wire::op_word(6, 0, 0, 1), 13, 3)
+      .rec(Kind::kOpEnd, 0, ns(120), 13, 0, 3)
+      .rec(Kind::kOpBegin, 4, ns(130), wire::op_word(-1, 0, 0, 1), 14, 3)
+      .rec(Kind::kOpEnd, 0, ns(140), 14, 0, 3)
+      .rec(Kind::kOpBegin, 2, ns(500), wire::op_word(5, 0, 0, 1), 15, 3)
+      .rec(Kind::kOpEnd, 0, ns(520), 15, 0, 3)
+      .rec(Kind::kOpBegin, 6, ns(600), wire::op_word(5, 1, 1), 16, 3)
+      .rec(Kind::kOpEnd, 0, ns(610), 16, 0, 3);
+  Slots t2;
+  t2.str(7, "autograd::engine::evaluate_function: MmBackward0").str(6, "MmBackward0").str(8, "AddBackward0");
+  t2.str(5, "torchprof.ops");
+  t2.rec(Kind::kDomain, 5, 0, 0, 0, 3).rec(Kind::kThreadStart, 0, ns(280), 0);
+  t2.rec(Kind::kOpBegin, 7, ns(290), wire::op_word(5, 1, 1), 21, 3)
+      .rec(Kind::kOpBegin, 6, ns(300), wire::op_word(5, 1, 1), 22, 3)
+      .rec(Kind::kOpEnd, 0, ns(350), 22, 0, 3)
+      .rec(Kind::kOpEnd, 0, ns(360), 21, 0, 3)
+      .rec(Kind::kOpBegin, 8, ns(400), wire::op_word(6, 1, 2), 23, 3)
+      .rec(Kind::kOpEnd, 0, ns(410), 23, 0, 3);
+  const std::string capture = test::Captures().process(4242).frame(4242, t1).frame(4243, t2).save("fwdbwd.tprof");
+  const test::Traced t = test::traced(capture, AnalysisOptions{}, {test::trace_dir("trace_fwdbwd"), false});
+  REQUIRE(t.files.size() == 1);
+  const nlohmann::json trace = test::trace_json(t.files[0].path);
+  std::vector<nlohmann::json> starts, finishes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "fwdbwd") continue;
+    CHECK(e["name"] == "fwdbwd");
+    CHECK(e["pid"] == 4242);
+    (e["ph"] == "s" ? starts : finishes).push_back(e);
+  }
+  REQUIRE(starts.size() == 2);
+  REQUIRE(finishes.size() == 2);
+  // The op a flow end sits on: the X event of that name on that thread starting there.
+  auto at = [&](const std::string& name, uint32_t tid, size_t nth) {
+    size_t seen = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e.value("ph", "") == "X" && e.value("name", "") == name && e["tid"] == tid && seen++ == nth) return e["ts"];
+    }
+    FAIL("no X event " << name);
+    return nlohmann::json();
+  };
+  // Ids from 1 in the order of the backward ops' ends; the inner aten::mm (it started
+  // later) holds the pair, not aten::matmul; the first MmBackward0 to end takes it, so
+  // evaluate_function gets none; the second aten::mm is linked to the second MmBackward0.
+  CHECK(starts[0]["id"] == 1);
+  CHECK(finishes[0]["id"] == 1);
+  CHECK(starts[0]["tid"] == 4242);
+  CHECK(starts[0]["ts"] == at("aten::mm", 4242, 0));
+  CHECK(finishes[0]["tid"] == 4243);
+  CHECK(finishes[0]["ts"] == at("MmBackward0", 4243, 0));
+  CHECK(finishes[0]["bp"] == "e");
+  CHECK(starts[1]["id"] == 2);
+  CHECK(starts[1]["ts"] == at("aten::mm", 4242, 1));
+  CHECK(finishes[1]["tid"] == 4242);
+  CHECK(finishes[1]["ts"] == at("MmBackward0", 4242, 0));
+  // Forward ops keep Fwd thread id 0 in their args; backward ops carry theirs.
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "aten::mm") CHECK(e["args"]["Fwd thread id"] == 0);
+    if (e.value("name", "") == "AddBackward0") CHECK(e["args"]["Fwd thread id"] == 2);
+  }
+}
+
+TEST_CASE("fwdbwd: a forward op whose own thread was not recorded links nothing") {
+  kineto::FwdBwdLinks links;
+  links.add(1, 0, 10, wire::op_word(3, 0, 0));     // forward, own thread unknown
+  links.add(2, 20, 30, wire::op_word(3, 1, 1));    // its backward
+  CHECK(links.links().empty());
+  links.clear();
+  links.add(1, 0, 10, wire::op_word(3, 0, 0, 1));
+  links.add(2, 20, 30, wire::op_word(3, 1, 1));
+  links.add(2, 40, 50, wire::op_word(3, 1, 1));    // a second backward of the same pair: none
+  const std::vector<kineto::FwdBwdLink> l = links.links();
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].forward.tid == 1);
+  CHECK(l[0].backward.ts_ns == 20);
 }
 
 }  // namespace torchprof

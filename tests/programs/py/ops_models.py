@@ -113,8 +113,31 @@ def step(model, data, target, loss_fn, opt, with_thread, check):
     return float(loss)
 
 
+def fwdbwd_links(prof, nodes):
+    """(forward op, backward op) pairs as Kineto links them for torch's own trace
+    (generateForwardBackwardLinks): ops in the order of their ends; a forward op keyed by
+    (its thread, sequence number), the latest started holding the key; a backward op by
+    (its forward thread, sequence number), taking the key's op and freeing the key."""
+    fwd_tid = {e.correlation_id(): e.fwd_thread_id() for e in prof.profiler.kineto_results.events()}
+    ops = [n for n in nodes if getattr(n.extra_fields, "sequence_number", -1) >= 0]
+    ops.sort(key=lambda n: n.end_time_ns)
+    held, links = {}, []
+    for n in ops:
+        seq, fwd = n.extra_fields.sequence_number, fwd_tid.get(n.correlation_id, 0)
+        if fwd > 0:
+            f = held.pop((fwd, seq), None)
+            if f is not None:
+                links.append((f, n))
+        elif n.start_tid != 0:
+            key = (n.start_tid, seq)
+            if key not in held or n.start_time_ns >= held[key].start_time_ns:
+                held[key] = n
+    return links
+
+
 def summarize(prof):
-    """Per ProfilerStep#k: {name: calls}, {"name\tparent": calls}, autograd node threads.
+    """Per ProfilerStep#k: {name: calls}, {"name\tparent": calls}, autograd node threads,
+    {"forward\tbackward": links} of the fwdbwd flows whose backward op starts in the step.
 
     Parents come from torch's own event tree (experimental_event_tree(), built from the
     order of each op's begin and end in nanoseconds); the FunctionEvents' cpu_parent is
@@ -126,6 +149,7 @@ def summarize(prof):
         nodes.append(n)
         stack.extend(n.children)
     steps = sorted((n for n in nodes if n.name.startswith("ProfilerStep#")), key=lambda n: n.start_time_ns)
+    links = fwdbwd_links(prof, nodes)
     out = []
     for s in steps:
         lo, hi = s.start_time_ns, s.end_time_ns
@@ -141,7 +165,12 @@ def summarize(prof):
             pairs[key] = pairs.get(key, 0) + 1
             if "Backward" in n.name or n.name.startswith("autograd::engine::evaluate_function"):
                 threads[n.name] = n.start_tid
-        out.append({"names": names, "pairs": pairs, "threads": threads})
+        flows = {}
+        for f, b in links:
+            if lo <= b.start_time_ns <= hi:
+                key = f.name + "\t" + b.name
+                flows[key] = flows.get(key, 0) + 1
+        out.append({"names": names, "pairs": pairs, "threads": threads, "flows": flows})
     return {"steps": out, "main_thread": threading.get_native_id()}
 
 
