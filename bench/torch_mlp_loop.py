@@ -5,8 +5,8 @@ forward, backward and SGD, timed inside the program (the thread's CPU time).
 
 MODE: none (the loop alone; also what runs under torchprof-run), floor (a global
 RecordFunction callback that does nothing, registered through the injected library,
-which must be preloaded), torch (torch.profiler around the loop). Prints
-`seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
+which must be preloaded), torch (torch.profiler around the loop), torch-shapes (the same
+with record_shapes=True). Prints `seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
 """
 import ctypes
 import sys
@@ -42,10 +42,10 @@ def main():
         if not start(torch.__version__.encode(), 2, why, 256):
             raise SystemExit("no floor callback: " + why.value.decode())
     prof = None
-    if mode == "torch":
+    if mode in ("torch", "torch-shapes"):
         from torch.profiler import ProfilerActivity, profile
 
-        prof = profile(activities=[ProfilerActivity.CPU])
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=mode == "torch-shapes")
         prof.__enter__()
     t0 = time.thread_time()
     loop(iterations)

@@ -6,6 +6,11 @@ adds per op, against two references measured in the same run, in alternating rou
   torch   torch.profiler (CPU activities)
   ours    torchprof-run --pytorch-ops
 
+and the shapes path, against torch's own (each against the same round's "none"):
+
+  torch shapes   torch.profiler(record_shapes=True)
+  ours shapes    torchprof-run --record-shapes
+
 on bench/torch_mlp_loop.py (an MLP of small matmuls, forward/backward/SGD). Each round
 runs the loop alone ("none") and each mode once, in turn; the figure of a mode is
 (its time - none's time of the same round) / ops, where ops is the number of ops
@@ -53,7 +58,7 @@ def main():
     cache = os.path.join(work, "cache")
     floor_env = dict(env_plain(), LD_PRELOAD=lib)
     ours_env = dict(env_plain(), XDG_CACHE_HOME=cache)
-    added = {"floor": [], "torch": [], "ours": []}
+    added = {"floor": [], "torch": [], "ours": [], "torch_shapes": [], "ours_shapes": []}
     torch_ops = None
     ours_ops = None
     for k in range(rounds):
@@ -63,19 +68,28 @@ def main():
         out = os.path.join(work, "out%d" % k)
         ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--", PYTHON, LOOP, "none", str(iterations)],
                    ours_env)["seconds"]
+        ts = run([PYTHON, LOOP, "torch-shapes", str(iterations)], env_plain())["seconds"]
+        out_shapes = os.path.join(work, "shapes%d" % k)
+        ours_shapes = run([tool, "-q", "-o", out_shapes, "--record-shapes", "--", PYTHON, LOOP, "none", str(iterations)],
+                          ours_env)["seconds"]
+        shutil.rmtree(out_shapes, ignore_errors=True)
         torch_ops = t["ops"]
         with open(os.path.join(out, "summary.json")) as f:
             summary = json.load(f)
         ours_ops = sum(o["calls"] for o in summary["ops"] if o.get("kind") == "cpu_op")
-        for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours)):
+        for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours), ("torch_shapes", ts),
+                              ("ours_shapes", ours_shapes)):
             added[name].append((seconds - none) / torch_ops * 1e9)
-        print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op" %
-              (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1]), flush=True)
+        print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op, "
+              "torch shapes %+.0f ns/op, torchprof shapes %+.0f ns/op" %
+              (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1], added["torch_shapes"][-1],
+               added["ours_shapes"][-1]), flush=True)
         shutil.rmtree(out, ignore_errors=True)
     print("ops in the timed loop: torch.profiler counts %d (plus the warm-up's in torchprof's whole run: %d recorded)" %
           (torch_ops, ours_ops))
     for name, label in (("floor", "do-nothing callback (floor)"), ("torch", "torch.profiler"),
-                        ("ours", "torchprof --pytorch-ops")):
+                        ("ours", "torchprof --pytorch-ops"), ("torch_shapes", "torch.profiler record_shapes"),
+                        ("ours_shapes", "torchprof --record-shapes")):
         v = added[name]
         print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds)" %
               (label, statistics.median(v), min(v), max(v), len(v)))

@@ -28,6 +28,7 @@
 #include "inject/process_state.h"
 #include "inject/recorder.h"
 #include "inject/registry.h"
+#include "inject/torch_shapes.h"
 
 namespace torchprof::inject {
 namespace {
@@ -135,6 +136,7 @@ struct TrialEntry {
   uint64_t fwd_thread;
   uint64_t thread;
   uint64_t handle;
+  char sizes[48];  // the op's input shapes as the shapes path writes them, or "-"
 };
 TrialEntry g_trial[kTrialEntries];
 std::atomic<int> g_trial_used{0};
@@ -153,6 +155,15 @@ void trial_note(const void* rf, bool begin) {
   e.fwd_thread = field<uint64_t>(rf, g_layout->rf_fwd_thread);
   e.thread = field<uint64_t>(rf, g_layout->rf_thread);
   e.handle = field<uint64_t>(rf, g_layout->rf_handle);
+  char text[sizeof e.sizes + 16];
+  const size_t n = begin ? shapes_append(rf, text, 0, sizeof e.sizes) : 0;
+  // Without its ", sizes = " and with no spaces: one word of the log's line.
+  size_t at = 0;
+  for (size_t k = 10; k < n && at + 1 < sizeof e.sizes; ++k) {
+    if (text[k] != ' ') e.sizes[at++] = text[k];
+  }
+  if (at == 0) e.sizes[at++] = '-';
+  e.sizes[at] = '\0';
 }
 
 // ---- the callbacks ---------------------------------------------------------------
@@ -190,6 +201,32 @@ NoContext on_start(const void* rf) {
   const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
                                       field<uint64_t>(rf, l.rf_fwd_thread), field<uint64_t>(rf, l.rf_thread));
   record_op_begin(tb, domain, cached_ascii_name(tb, name), word, field<uint64_t>(rf, l.rf_handle));
+  return {};
+}
+
+// --record-shapes: the op's name with torch's ", sizes = [...]" after it, as one string
+// (interned by content on the thread; the collector reads the sizes back out of it).
+NoContext on_start_shapes(const void* rf) {
+  CallbackGuard guard;
+  if (!guard.entered()) return {};
+  ThreadBuffer* tb = current_buffer();
+  if (tb == nullptr) return {};
+  const uint16_t domain = ops_domain(tb);
+  if (domain == 0) return {};
+  const Layout& l = *g_layout;
+  const char* name = g_name(rf);
+  if (!capture::fast() && !capture::admit(tb, name)) {
+    capture::paused_push(tb, domain);
+    return {};
+  }
+  const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
+                                      field<uint64_t>(rf, l.rf_fwd_thread), field<uint64_t>(rf, l.rf_thread));
+  const size_t cap = sizeof tb->scratch;
+  size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
+  if (n > 0) memcpy(tb->scratch, name, n);
+  n = shapes_append(rf, tb->scratch, n, cap);
+  record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
+                  field<uint64_t>(rf, l.rf_handle));
   return {};
 }
 
@@ -265,9 +302,9 @@ extern "C" {
 
 // Registers the observer for torch `version` (torch.__version__), or the table entry
 // named by TORCHPROF_TORCH_LAYOUT when that is set. mode: kObserverRecord (records in
-// the program), kObserverTrial (a log for torchprof_torch_trial_log) or kObserverFloor
-// (callbacks that return at once, for the benchmark). Returns 1 when
-// registered; 0 with a one-line reason in `why` otherwise. Once per process.
+// the program), kObserverShapes (the same, names with their input shapes), kObserverTrial
+// (a log for torchprof_torch_trial_log) or kObserverFloor (callbacks that return at once,
+// for the benchmark). Returns 1 when registered; 0 with a one-line reason in `why` otherwise. Once per process.
 TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mode, char* why, int why_len) {
   using namespace tpi;
   if (g_handle.load() != 0) {
@@ -299,14 +336,23 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   }
   CallbackBytes cb{};
   // Each mode its own pair of callbacks: the recording ones never test which mode runs.
-  const StartFn start = mode == kObserverFloor ? &on_nothing : mode == kObserverTrial ? &on_trial_start : &on_start;
+  const StartFn start = mode == kObserverFloor   ? &on_nothing
+                        : mode == kObserverTrial ? &on_trial_start
+                        : mode == kObserverShapes ? &on_start_shapes
+                                                  : &on_start;
   const EndFn end = mode == kObserverFloor ? &on_nothing_end : mode == kObserverTrial ? &on_trial_end : &on_end;
   memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
   memcpy(cb.bytes + layout->cb_end, &end, sizeof end);
   const double prob = 1.0;
   memcpy(cb.bytes + layout->cb_sampling_prob, &prob, sizeof prob);
   memset(cb.bytes + layout->cb_scopes, 1, layout->num_scopes);  // every scope, as torch.profiler
-  cb.bytes[layout->cb_needs_inputs] = 0;
+  // The shapes path and the trial (which checks the shapes too) have torch keep the inputs.
+  const bool shapes = mode == kObserverShapes || mode == kObserverTrial;
+  if (shapes && !shapes_find(&torch_symbol) && mode == kObserverShapes) {
+    say(why, why_len, "torch does not export torch::profiler::impl::inputSizes");
+    return 0;
+  }
+  cb.bytes[layout->cb_needs_inputs] = shapes ? 1 : 0;
   cb.bytes[layout->cb_needs_outputs] = 0;
   cb.bytes[layout->cb_needs_ids] = 1;  // handles: the trace's Record function id
   g_layout = layout;
@@ -339,7 +385,8 @@ TORCHPROF_EXPORT void torchprof_torch_observer_enable(int on) {
 }
 
 // The trial's log as text, one line per callback:
-//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <thread> <name>
+//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <thread> <sizes> <name>
+// (sizes: "[[4,4],[4,4]]" at a begin when torch's helper gave them, else "-").
 // Returns the bytes written (cut at `len`).
 TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   using namespace tpi;
@@ -347,10 +394,10 @@ TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   int at = 0;
   for (int i = 0; i < used && at < len; ++i) {
     const TrialEntry& e = g_trial[i];
-    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %llu %s\n", e.begin ? 'B' : 'E',
+    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %llu %s %s\n", e.begin ? 'B' : 'E',
                            e.depth, e.scope, static_cast<long long>(e.sequence),
                            static_cast<unsigned long long>(e.fwd_thread), static_cast<unsigned long long>(e.handle),
-                           static_cast<unsigned long long>(e.thread), e.name);
+                           static_cast<unsigned long long>(e.thread), e.sizes, e.name);
     if (n < 0) break;
     at += n;
   }

@@ -8,5 +8,7 @@ constexpr int kObserverRecord = 0;  // ops become records on their threads' buff
 constexpr int kObserverTrial = 1;   // a self-check: the callbacks fill a small log
 constexpr int kObserverFloor = 2;   // callbacks that do nothing: RecordFunction's own cost
                                     // with a callback on (bench/torch_observer_bench.py)
+constexpr int kObserverShapes = 3;  // kObserverRecord, each op's name with its input shapes
+                                    // (--record-shapes: torch keeps the inputs for us)
 
 }  // namespace torchprof::inject

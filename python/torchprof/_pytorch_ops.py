@@ -8,9 +8,11 @@ format (analysis/op_message.h parses it):
 
     aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, stack = f.py(12): fwd; f.py(30): <module>]
 
-First choice, for every build without "shapes" and "stack": torch's own RecordFunction
-callbacks, registered from the injected library (_torch_ops.py): every op on every
-thread, nested as torch nests them. When this torch's layout is unknown or fails its
+First choice, for every build without "stack": torch's own RecordFunction callbacks,
+registered from the injected library (_torch_ops.py): every op on every thread, nested
+as torch nests them; with "shapes", torch keeps each op's inputs for the callback and
+its exported inputSizes() gives the sizes, as torch.profiler's record_shapes lists them.
+When this torch's layout is unknown or fails its
 trial, one line on stderr says why and one of the two older ways takes over:
 
 - CUDA builds of torch, without "stack": torch's own NVTX profiler, switched on as
@@ -65,11 +67,11 @@ def install(torch):
     enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
     if not enabled:
         return None
-    if not shapes and not stack:
+    if not stack:
         from torchprof import _torch_ops
 
         try:
-            observer, why = _torch_ops.start(torch)
+            observer, why = _torch_ops.start(torch, shapes)
         except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
             observer, why = None, "%s: %s" % (type(e).__name__, e)
         if observer is not None:

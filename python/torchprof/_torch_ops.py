@@ -23,11 +23,12 @@ from torchprof._holds import Holds
 from torchprof._util import log
 
 # Bumped when the trial's checks change: verdicts of an older trial are not reused.
-_TRIAL_VERSION = "2"
+_TRIAL_VERSION = "3"
 _TRIAL_TIMEOUT_S = 180
 
 # Run by a fresh interpreter with the injected library preloaded but inert (no socket).
-# Prints "ok" or "fail <reason>" on its last line.
+# Prints "ok", "ok no-shapes <reason>" (ops, but not their input shapes) or "fail <reason>"
+# on its last line.
 _TRIAL = r"""
 import ctypes, sys
 import torch
@@ -54,8 +55,8 @@ buf = ctypes.create_string_buffer(1 << 16)
 n = log(buf, 1 << 16)
 rows = []
 for line in buf.raw[:n].decode("utf-8", "replace").splitlines():
-    kind, depth, scope, seq, fwd, handle, thread, name = line.split(" ", 7)
-    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name, int(thread)))
+    kind, depth, scope, seq, fwd, handle, thread, sizes, name = line.split(" ", 8)
+    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name, int(thread), sizes))
 
 def fail(reason):
     print("fail " + reason)
@@ -66,7 +67,7 @@ if enabled:
 if not rows:
     fail("no callback ran")
 open_ = {}
-for kind, depth, scope, seq, fwd, handle, name, thread in rows:
+for kind, depth, scope, seq, fwd, handle, name, thread, sizes in rows:
     if depth < 0 or scope > 15:
         fail("nesting or scope out of range (%s depth %d scope %d)" % (name, depth, scope))
     if kind == "B":
@@ -95,6 +96,9 @@ if node[2] != 1 or node[3] != mm[3]:
 if mm[4] != 0 or mm[7] == 0 or node[4] != mm[7]:
     fail("MmBackward0's forward thread %d is not aten::mm's thread %d (aten::mm's forward thread: %d)"
          % (node[4], mm[7], mm[4]))
+if mm[8] != "[[4,4],[4,4]]":
+    print("ok no-shapes aten::mm's input shapes read as %s" % mm[8])
+    sys.exit(0)
 print("ok")
 """
 
@@ -159,7 +163,7 @@ def _read_verdict(path):
             return None
         with open(path) as f:
             text = f.read(512).strip()
-        return text if text == "ok" or text.startswith("fail ") else None
+        return text if text == "ok" or text.startswith(("ok no-shapes ", "fail ")) else None
     except OSError:
         return None
 
@@ -194,14 +198,15 @@ def _run_trial():
         return "fail the trial process died of signal %d" % -done.returncode
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
     last = lines[-1] if lines else ""
-    if done.returncode != 0 or not (last == "ok" or last.startswith("fail ")):
+    if done.returncode != 0 or not (last == "ok" or last.startswith(("ok no-shapes ", "fail "))):
         err = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return "fail the trial exited with %d%s" % (done.returncode, (": " + err[-1][:120]) if err else "")
     return last
 
 
 def verdict(torch):
-    """"ok", or "fail <reason>": the trial's verdict for this torch build, cached."""
+    """"ok", "ok no-shapes <reason>" or "fail <reason>": the trial's verdict for this
+    torch build, cached."""
     cache = _cache_dir()
     path = os.path.join(cache, "observer-" + _build_key(torch)) if cache is not None else None
     if path is not None:
@@ -226,9 +231,10 @@ def recording():
 class ObserverCapture(Holds):
     """The registered observer; off while the program runs a profiler of its own."""
 
-    def __init__(self, torch, lib, ctypes):
+    def __init__(self, torch, lib, ctypes, shapes):
         super().__init__()
         self._torch = torch
+        self._mode = 3 if shapes else 0  # torch_observer.h: kObserverShapes, kObserverRecord
         self._start = lib.torchprof_torch_observer_start
         self._start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self._start.restype = ctypes.c_int
@@ -239,7 +245,7 @@ class ObserverCapture(Holds):
 
     def start(self):
         why = self._ctypes.create_string_buffer(256)
-        if not self._start(self._torch.__version__.encode(), 0, why, 256):
+        if not self._start(self._torch.__version__.encode(), self._mode, why, 256):
             raise RuntimeError(why.value.decode("utf-8", "replace"))
         global _active
         _active = self
@@ -260,8 +266,9 @@ class ObserverCapture(Holds):
         self._on = False
 
 
-def start(torch):
-    """The running observer, or (None, reason) when this torch cannot have one."""
+def start(torch, shapes=False):
+    """The running observer, or (None, reason) when this torch cannot have one. With
+    `shapes`, each op's name carries its input shapes (torch's record_shapes)."""
     import ctypes
 
     try:
@@ -270,10 +277,12 @@ def start(torch):
     except (OSError, AttributeError):
         return None, "the injected library has no op observer"
     result = verdict(torch)
-    if result != "ok":
+    if result.startswith("fail "):
         return None, result[len("fail "):]
+    if shapes and result != "ok":
+        return None, result[len("ok no-shapes "):]
     try:
-        return ObserverCapture(torch, lib, ctypes).start(), None
+        return ObserverCapture(torch, lib, ctypes, shapes).start(), None
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
         log("op observer: %s: %s" % (type(e).__name__, e))
         return None, str(e)

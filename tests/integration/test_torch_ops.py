@@ -171,6 +171,33 @@ def compare(model, *extra):
     return r
 
 
+def compare_shapes(model):
+    """--record-shapes on the observer's path: the table's calls per (op, input shapes)
+    for a middle step (--schedule, --group-by-input-shape), against the calls per (op,
+    input shapes) of torch.profiler(record_shapes=True)'s FunctionEvents in the same
+    step of the same script: the rows key_averages(group_by_input_shape=True) sums."""
+    theirs = torch_view(model, "--shapes")["shapes"][MIDDLE]
+    cache, env = cache_env()
+    r = run_py([PROGRAM, model, str(STEPS)], env=env, timeout=600,
+               options=["--record-shapes", "--group-by-input-shape", "--schedule", f"wait={MIDDLE},warmup=0,active=1"])
+    check("ops through torch's RecordFunction callbacks are off" not in r.stderr_text,
+          f"the observer was used: {r.stderr_text[-1500:]}")
+    ours = {}
+    for row in r.summary["ops"]:
+        if row.get("kind") in ("cpu_op", "user_annotation") and not row["name"].startswith("ProfilerStep"):
+            key = row["name"] + "\t" + row.get("input_shapes", "?")
+            ours[key] = ours.get(key, 0) + row["calls"]
+    missing = sorted(k for k in theirs if k not in ours)
+    equal = [k for k in theirs if ours.get(k) == theirs[k]]
+    unequal = {k: (theirs[k], ours.get(k)) for k in theirs if k not in equal}
+    only_ours = sorted(set(ours) - set(theirs))
+    print(f"{model}: {len(theirs)} (op, shapes) rows, {len(equal)} with equal calls "
+          f"({100 * len(equal) / len(theirs):.1f}%); only torchprof's {only_ours[:10]}; unequal {unequal}")
+    check(not missing, f"(op, shapes) rows torch lists that torchprof's step lacks: {missing[:10]}")
+    check(not only_ours, f"(op, shapes) rows torch does not list: {only_ours[:10]}")
+    check(len(equal) / len(theirs) >= 0.98, f"(op, shapes) rows with equal calls < 98%: {unequal}")
+
+
 def resnet18():
     compare("resnet18")
 
@@ -221,7 +248,15 @@ def wrong_layout():
         check(f.read().startswith("fail "), "the failed verdict is cached")
 
 
-SCENARIOS = [resnet18, transformer, second_thread, unknown_version, wrong_layout]
+def shapes_resnet18():
+    compare_shapes("resnet18")
+
+
+def shapes_transformer():
+    compare_shapes("transformer")
+
+
+SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, unknown_version, wrong_layout]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))

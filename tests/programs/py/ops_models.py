@@ -2,12 +2,13 @@
 here when torchvision is not installed) or a small transformer encoder, for comparing
 torchprof's op table with torch.profiler's.
 
-    ops_models.py MODEL STEPS [--torch-profiler OUT.json] [--memory-profiler OUT.json]
+    ops_models.py MODEL STEPS [--torch-profiler OUT.json [--shapes]] [--memory-profiler OUT.json]
                   [--thread] [--check-profiler]
 
 --torch-profiler runs torch.profiler around the same steps (one ProfilerStep#k per
 step) and writes, per step, the op names and calls, the (op, parent) pairs and the
-threads of autograd nodes to OUT.json. --memory-profiler runs torch.profiler with
+threads of autograd nodes to OUT.json; with --shapes (record_shapes=True), also the
+calls per (op name, input shapes) as torch's FunctionEvents list them. --memory-profiler runs torch.profiler with
 profile_memory=True and the schedule wait=1, warmup=1, active=STEPS-2, and writes each
 op name's CPU Mem and Self CPU Mem over the active steps and the bytes allocated in them. --thread runs one more forward pass of a small
 model on a second Python thread in every step. --check-profiler prints whether torch's
@@ -135,6 +136,25 @@ def fwdbwd_links(prof, nodes):
     return links
 
 
+def shapes_per_step(prof):
+    """Per ProfilerStep#k: {"name\tshapes": calls}, shapes as JSON of torch's input_shapes.
+    FunctionEvents' microsecond times are fine for this: a step is long."""
+    events = list(prof.events())
+    # FunctionEvents name every step "ProfilerStep*".
+    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+    out = []
+    for s in steps:
+        lo, hi = s.time_range.start, s.time_range.end
+        rows = {}
+        for e in events:
+            if e.name.startswith("ProfilerStep") or not (lo <= e.time_range.start and e.time_range.end <= hi):
+                continue
+            key = e.name + "\t" + json.dumps(e.input_shapes)
+            rows[key] = rows.get(key, 0) + 1
+        out.append(rows)
+    return out
+
+
 def summarize(prof):
     """Per ProfilerStep#k: {name: calls}, {"name\tparent": calls}, autograd node threads,
     {"forward\tbackward": links} of the fwdbwd flows whose backward op starts in the step.
@@ -186,12 +206,17 @@ def main():
         from torch.profiler import ProfilerActivity, profile, schedule
 
         # A schedule, so that torch marks each step with a ProfilerStep#k range.
-        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=steps, repeat=1)) as prof:
+        shapes = "--shapes" in args
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
+                     schedule=schedule(wait=0, warmup=0, active=steps, repeat=1)) as prof:
             for _ in range(steps):
                 step(model, data, target, loss_fn, opt, with_thread, check)
                 prof.step()
+        result = summarize(prof)
+        if shapes:
+            result["shapes"] = shapes_per_step(prof)
         with open(out, "w") as f:
-            json.dump(summarize(prof), f)
+            json.dump(result, f)
     elif "--memory-profiler" in args:
         out = args[args.index("--memory-profiler") + 1]
         from torch.profiler import ProfilerActivity, profile, schedule
