@@ -87,6 +87,10 @@ constexpr Layout kLayouts[] = {
     // that the tests can show a layout that does not match gives the fallback
     // (TORCHPROF_TORCH_LAYOUT=test-wrong-layout).
     {"test-wrong-layout", nullptr, 40, 0, 8, 16, 24, 10, 34, 35, 36, 88, 100, 208, 248, 256},
+    // Not a torch version either: 1.13's layout with needs_inputs_ written into the
+    // struct's padding, so that torch never keeps the inputs and the trial reads no shapes
+    // (TORCHPROF_TORCH_LAYOUT=test-no-shapes: ops through the callbacks, shapes not).
+    {"test-no-shapes", nullptr, 40, 0, 8, 16, 24, 10, 37, 35, 36, 88, 96, 200, 248, 256},
 };
 
 constexpr uint32_t kMaxCallbackBytes = 64;

@@ -280,7 +280,7 @@ def start(torch, shapes=False):
     if result.startswith("fail "):
         return None, result[len("fail "):]
     if shapes and result != "ok":
-        return None, result[len("ok no-shapes "):]
+        return None, "no input shapes: " + result[len("ok no-shapes "):]
     try:
         return ObserverCapture(torch, lib, ctypes, shapes).start(), None
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here

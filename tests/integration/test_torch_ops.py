@@ -256,7 +256,33 @@ def shapes_transformer():
     compare_shapes("transformer")
 
 
-SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, unknown_version, wrong_layout]
+def no_shapes():
+    """A torch whose callbacks give ops but no input shapes (a layout that never asks torch
+    for the inputs): --pytorch-ops keeps the observer, --record-shapes takes the older
+    path for shapes, with one line saying why, the program's output unchanged."""
+    args = [PROGRAM, "transformer", "2"]
+    plain = run_plain(args, timeout=600)
+    cache, env = cache_env(TORCHPROF_TORCH_LAYOUT="test-no-shapes")
+    ops = run_py(args, options=["--pytorch-ops"], env=env, timeout=600)
+    check("RecordFunction callbacks are off" not in ops.stderr_text, f"ops through the observer: {ops.stderr_text[-1500:]}")
+    rows = {o["name"] for o in ops.summary["ops"] if o.get("kind") == "cpu_op"}
+    check("aten::linear" in rows, "composite ops: the observer recorded them")
+    verdicts = os.listdir(os.path.join(cache, "torchprof"))
+    with open(os.path.join(cache, "torchprof", verdicts[0])) as f:
+        verdict = f.read().strip()
+    check(verdict.startswith("ok no-shapes ") and "[]" in verdict, f"the cached verdict: {verdict!r}")
+    r = run_py(args, options=["--group-by-input-shape"], env=env, timeout=600)
+    check_eq(r.stdout, plain.stdout, "stdout with and without torchprof")
+    lines = [l for l in r.stderr_text.splitlines() if "RecordFunction callbacks are off" in l]
+    check_eq(len(lines), 1, f"one line says why: {r.stderr_text[-1500:]}")
+    check("no input shapes: aten::mm's input shapes read as []" in lines[0], f"the reason: {lines[0]!r}")
+    check("dispatch-mode capture" in lines[0], f"the fallback is named: {lines[0]!r}")
+    shapes = {o.get("input_shapes") for o in r.summary["ops"] if o.get("name") == "aten::addmm"}
+    check(shapes and None not in shapes, f"aten::addmm rows carry input shapes from the fallback: {shapes}")
+
+
+SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, unknown_version, wrong_layout,
+             no_shapes]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
