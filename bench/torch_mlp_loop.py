@@ -1,7 +1,11 @@
 """A tiny-op training loop for bench/torch_observer_bench.py: an MLP of small matmuls,
 forward, backward and SGD, timed inside the program (the thread's CPU time).
 
-    python3 bench/torch_mlp_loop.py MODE ITERATIONS
+    python3 bench/torch_mlp_loop.py MODE ITERATIONS [MODEL]
+
+MODEL: mlp (the default) or resnet18 (tests/programs/py/ops_models.py's: torchvision's
+when installed, else the same architecture written out; a batch of two 3x64x64 images,
+cross-entropy, SGD).
 
 MODE: none (the loop alone; also what runs under torchprof-run), floor (a global
 RecordFunction callback that does nothing, registered through the injected library,
@@ -21,19 +25,31 @@ torch.manual_seed(0)
 
 def main():
     mode, iterations = sys.argv[1], int(sys.argv[2])
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    which = sys.argv[3] if len(sys.argv) > 3 else "mlp"
+    if which == "resnet18":
+        import os
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "programs", "py"))
+        import ops_models
+
+        model, x, y, loss_fn, _ = ops_models.make("resnet18")
+        warmup = 2
+    else:
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+        x = torch.randn(4, 8)
+        y = torch.randn(4, 1)
+        loss_fn = lambda out, target: ((out - target) ** 2).mean()  # noqa: E731
+        warmup = 20
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
-    x = torch.randn(4, 8)
-    y = torch.randn(4, 1)
 
     def loop(n):
         for _ in range(n):
             opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
+            loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
 
-    loop(20)  # warm-up
+    loop(warmup)
     if mode == "floor":
         lib = ctypes.CDLL(None)
         start = lib.torchprof_torch_observer_start

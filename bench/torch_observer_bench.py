@@ -17,7 +17,10 @@ runs the loop alone ("none") and each mode once, in turn; the figure of a mode i
 torch's profiler counted for the loop. Medians over the rounds, with the spread
 (min..max), are printed, and the number of ops torchprof recorded beside torch's.
 
-    python3 bench/torch_observer_bench.py BUILD_DIR [ROUNDS=9] [ITERATIONS=1000]
+    python3 bench/torch_observer_bench.py BUILD_DIR [ROUNDS=9] [ITERATIONS=1000] [MODEL=mlp]
+
+MODEL resnet18 times a ResNet-18 training loop instead (torch_mlp_loop.py); each
+figure is then also printed as the loop's time against the plain loop's.
 """
 import json
 import os
@@ -52,6 +55,7 @@ def main():
     build = os.path.abspath(sys.argv[1])
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 9
     iterations = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+    model = sys.argv[4] if len(sys.argv) > 4 else "mlp"
     lib = os.path.join(build, "lib", "libtorchprof_inject.so")
     tool = os.path.join(build, "bin", "torchprof-run")
     work = tempfile.mkdtemp(prefix="tp_obs_bench_")
@@ -59,18 +63,19 @@ def main():
     floor_env = dict(env_plain(), LD_PRELOAD=lib)
     ours_env = dict(env_plain(), XDG_CACHE_HOME=cache)
     added = {"floor": [], "torch": [], "ours": [], "torch_shapes": [], "ours_shapes": []}
+    ratio = {name: [] for name in added}
     torch_ops = None
     ours_ops = None
     for k in range(rounds):
-        none = run([PYTHON, LOOP, "none", str(iterations)], env_plain())["seconds"]
-        floor = run([PYTHON, LOOP, "floor", str(iterations)], floor_env)["seconds"]
-        t = run([PYTHON, LOOP, "torch", str(iterations)], env_plain())
+        none = run([PYTHON, LOOP, "none", str(iterations), model], env_plain())["seconds"]
+        floor = run([PYTHON, LOOP, "floor", str(iterations), model], floor_env)["seconds"]
+        t = run([PYTHON, LOOP, "torch", str(iterations), model], env_plain())
         out = os.path.join(work, "out%d" % k)
-        ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--", PYTHON, LOOP, "none", str(iterations)],
+        ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--", PYTHON, LOOP, "none", str(iterations), model],
                    ours_env)["seconds"]
-        ts = run([PYTHON, LOOP, "torch-shapes", str(iterations)], env_plain())["seconds"]
+        ts = run([PYTHON, LOOP, "torch-shapes", str(iterations), model], env_plain())["seconds"]
         out_shapes = os.path.join(work, "shapes%d" % k)
-        ours_shapes = run([tool, "-q", "-o", out_shapes, "--record-shapes", "--", PYTHON, LOOP, "none", str(iterations)],
+        ours_shapes = run([tool, "-q", "-o", out_shapes, "--record-shapes", "--", PYTHON, LOOP, "none", str(iterations), model],
                           ours_env)["seconds"]
         shutil.rmtree(out_shapes, ignore_errors=True)
         torch_ops = t["ops"]
@@ -80,6 +85,7 @@ def main():
         for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours), ("torch_shapes", ts),
                               ("ours_shapes", ours_shapes)):
             added[name].append((seconds - none) / torch_ops * 1e9)
+            ratio[name].append(seconds / none)
         print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op, "
               "torch shapes %+.0f ns/op, torchprof shapes %+.0f ns/op" %
               (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1], added["torch_shapes"][-1],
@@ -91,8 +97,9 @@ def main():
                         ("ours", "torchprof --pytorch-ops"), ("torch_shapes", "torch.profiler record_shapes"),
                         ("ours_shapes", "torchprof --record-shapes")):
         v = added[name]
-        print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds)" %
-              (label, statistics.median(v), min(v), max(v), len(v)))
+        r = ratio[name]
+        print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds); loop time %.3fx (%.3f..%.3fx)" %
+              (label, statistics.median(v), min(v), max(v), len(v), statistics.median(r), min(r), max(r)))
     print("torchprof above the floor: median %+.0f ns/op" %
           statistics.median([o - f for o, f in zip(added["ours"], added["floor"])]))
     shutil.rmtree(work, ignore_errors=True)
