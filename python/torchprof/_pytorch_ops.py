@@ -79,6 +79,10 @@ def install(torch):
         sys.stderr.write("torchprof: ops through torch's RecordFunction callbacks are off (%s); "
                          "using the %s capture\n" % (why, "emit_nvtx" if getattr(torch.version, "cuda", None)
                                                       else "dispatch-mode"))
+    else:
+        # Said once, like the fallback: the table is then the dispatch mode's, not torch's tree.
+        sys.stderr.write("torchprof: --with-stack takes the dispatch-mode capture (operators below autograd, "
+                         "flat); torch's RecordFunction callbacks give no stacks yet\n")
     try:
         if getattr(torch.version, "cuda", None) is not None and not stack:
             return NvtxCapture(torch, shapes).start()

@@ -140,6 +140,8 @@ def group_by_shape():
 def with_stack():
     r = train(["--with-stack"])
     s = r.summary
+    said = [l for l in r.stderr.decode().splitlines() if "--with-stack takes the dispatch-mode capture" in l]
+    check_eq(len(said), 1, "one line says which capture --with-stack takes")
     check_eq(calls_of(s, "aten::addmm"), STEPS * ADDMM_PER_STEP, "aten::addmm calls")
     forward = f"{PROGRAM}({line_of(PROGRAM, '# the forward call')}): train_step"
     backward = f"{PROGRAM}({line_of(PROGRAM, 'loss.backward()')}): train_step"
