@@ -10,7 +10,7 @@ cross-entropy, SGD).
 MODE: none (the loop alone; also what runs under torchprof-run), floor (a global
 RecordFunction callback that does nothing, registered through the injected library,
 which must be preloaded), torch (torch.profiler around the loop), torch-shapes (the same
-with record_shapes=True). Prints `seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
+with record_shapes=True), torch-stack (with_stack=True). Prints `seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
 """
 import ctypes
 import sys
@@ -58,10 +58,11 @@ def main():
         if not start(torch.__version__.encode(), 2, why, 256):
             raise SystemExit("no floor callback: " + why.value.decode())
     prof = None
-    if mode in ("torch", "torch-shapes"):
+    if mode in ("torch", "torch-shapes", "torch-stack"):
         from torch.profiler import ProfilerActivity, profile
 
-        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=mode == "torch-shapes")
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=mode == "torch-shapes",
+                       with_stack=mode == "torch-stack")
         prof.__enter__()
     t0 = time.thread_time()
     loop(iterations)

@@ -10,6 +10,8 @@ and the shapes path, against torch's own (each against the same round's "none"):
 
   torch shapes   torch.profiler(record_shapes=True)
   ours shapes    torchprof-run --record-shapes
+  torch stack    torch.profiler(with_stack=True)
+  ours stack     torchprof-run --with-stack
 
 on bench/torch_mlp_loop.py (an MLP of small matmuls, forward/backward/SGD). Each round
 runs the loop alone ("none") and each mode once, in turn; the figure of a mode is
@@ -62,7 +64,8 @@ def main():
     cache = os.path.join(work, "cache")
     floor_env = dict(env_plain(), LD_PRELOAD=lib)
     ours_env = dict(env_plain(), XDG_CACHE_HOME=cache)
-    added = {"floor": [], "torch": [], "ours": [], "torch_shapes": [], "ours_shapes": []}
+    added = {"floor": [], "torch": [], "ours": [], "torch_shapes": [], "ours_shapes": [], "torch_stack": [],
+             "ours_stack": []}
     ratio = {name: [] for name in added}
     torch_ops = None
     ours_ops = None
@@ -78,24 +81,31 @@ def main():
         ours_shapes = run([tool, "-q", "-o", out_shapes, "--record-shapes", "--", PYTHON, LOOP, "none", str(iterations), model],
                           ours_env)["seconds"]
         shutil.rmtree(out_shapes, ignore_errors=True)
+        tk = run([PYTHON, LOOP, "torch-stack", str(iterations), model], env_plain())["seconds"]
+        out_stack = os.path.join(work, "stack%d" % k)
+        ours_stack = run([tool, "-q", "-o", out_stack, "--with-stack", "--", PYTHON, LOOP, "none", str(iterations), model],
+                         ours_env)["seconds"]
+        shutil.rmtree(out_stack, ignore_errors=True)
         torch_ops = t["ops"]
         with open(os.path.join(out, "summary.json")) as f:
             summary = json.load(f)
         ours_ops = sum(o["calls"] for o in summary["ops"] if o.get("kind") == "cpu_op")
         for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours), ("torch_shapes", ts),
-                              ("ours_shapes", ours_shapes)):
+                              ("ours_shapes", ours_shapes), ("torch_stack", tk), ("ours_stack", ours_stack)):
             added[name].append((seconds - none) / torch_ops * 1e9)
             ratio[name].append(seconds / none)
         print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op, "
-              "torch shapes %+.0f ns/op, torchprof shapes %+.0f ns/op" %
+              "torch shapes %+.0f ns/op, torchprof shapes %+.0f ns/op, torch stack %+.0f ns/op, "
+              "torchprof stack %+.0f ns/op" %
               (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1], added["torch_shapes"][-1],
-               added["ours_shapes"][-1]), flush=True)
+               added["ours_shapes"][-1], added["torch_stack"][-1], added["ours_stack"][-1]), flush=True)
         shutil.rmtree(out, ignore_errors=True)
     print("ops in the timed loop: torch.profiler counts %d (plus the warm-up's in torchprof's whole run: %d recorded)" %
           (torch_ops, ours_ops))
     for name, label in (("floor", "do-nothing callback (floor)"), ("torch", "torch.profiler"),
                         ("ours", "torchprof --pytorch-ops"), ("torch_shapes", "torch.profiler record_shapes"),
-                        ("ours_shapes", "torchprof --record-shapes")):
+                        ("ours_shapes", "torchprof --record-shapes"), ("torch_stack", "torch.profiler with_stack"),
+                        ("ours_stack", "torchprof --with-stack")):
         v = added[name]
         r = ratio[name]
         print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds); loop time %.3fx (%.3f..%.3fx)" %

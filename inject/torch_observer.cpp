@@ -29,6 +29,7 @@
 #include "inject/recorder.h"
 #include "inject/registry.h"
 #include "inject/torch_shapes.h"
+#include "inject/torch_stack.h"
 
 namespace torchprof::inject {
 namespace {
@@ -208,9 +209,16 @@ NoContext on_start(const void* rf) {
   return {};
 }
 
-// --record-shapes: the op's name with torch's ", sizes = [...]" after it, as one string
-// (interned by content on the thread; the collector reads the sizes back out of it).
-NoContext on_start_shapes(const void* rf) {
+// What on_start_detail adds to each op's name (set before the callback is registered).
+bool g_with_shapes = false;
+bool g_with_stack = false;
+constexpr uint8_t kBackwardFunctionScope = 1;  // RecordScope::BACKWARD_FUNCTION
+
+// --record-shapes and --with-stack: the op's name with torch's ", sizes = [...]" and
+// torchprof's ", stack = ..." after it, as one string (interned by content on the
+// thread; the collector reads them back out of it). Autograd nodes get no stack, as
+// torch's own collection gives them none.
+NoContext on_start_detail(const void* rf) {
   CallbackGuard guard;
   if (!guard.entered()) return {};
   ThreadBuffer* tb = current_buffer();
@@ -228,7 +236,8 @@ NoContext on_start_shapes(const void* rf) {
   const size_t cap = sizeof tb->scratch;
   size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
   if (n > 0) memcpy(tb->scratch, name, n);
-  n = shapes_append(rf, tb->scratch, n, cap);
+  if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
+  if (g_with_stack && field<uint8_t>(rf, l.rf_scope) != kBackwardFunctionScope) n = stack_append(tb->scratch, n, cap);
   record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
                   field<uint64_t>(rf, l.rf_handle));
   return {};
@@ -342,7 +351,7 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   // Each mode its own pair of callbacks: the recording ones never test which mode runs.
   const StartFn start = mode == kObserverFloor   ? &on_nothing
                         : mode == kObserverTrial ? &on_trial_start
-                        : mode == kObserverShapes ? &on_start_shapes
+                        : mode >= kObserverShapes ? &on_start_detail
                                                   : &on_start;
   const EndFn end = mode == kObserverFloor ? &on_nothing_end : mode == kObserverTrial ? &on_trial_end : &on_end;
   memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
@@ -351,11 +360,20 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   memcpy(cb.bytes + layout->cb_sampling_prob, &prob, sizeof prob);
   memset(cb.bytes + layout->cb_scopes, 1, layout->num_scopes);  // every scope, as torch.profiler
   // The shapes path and the trial (which checks the shapes too) have torch keep the inputs.
-  const bool shapes = mode == kObserverShapes || mode == kObserverTrial;
-  if (shapes && !shapes_find(&torch_symbol) && mode == kObserverShapes) {
+  const bool shapes = mode == kObserverShapes || mode == kObserverShapesStack || mode == kObserverTrial;
+  if (shapes && !shapes_find(&torch_symbol) && mode != kObserverTrial) {
     say(why, why_len, "torch does not export torch::profiler::impl::inputSizes");
     return 0;
   }
+  const char* missing = nullptr;
+  const bool stack = mode == kObserverStack || mode == kObserverShapesStack;
+  if (stack && !stack_find(&missing)) {
+    snprintf(text, sizeof text, "the process's Python has no %s", missing != nullptr ? missing : "C API");
+    say(why, why_len, text);
+    return 0;
+  }
+  g_with_shapes = shapes && mode != kObserverTrial;
+  g_with_stack = stack;
   cb.bytes[layout->cb_needs_inputs] = shapes ? 1 : 0;
   cb.bytes[layout->cb_needs_outputs] = 0;
   cb.bytes[layout->cb_needs_ids] = 1;  // handles: the trace's Record function id
@@ -374,6 +392,12 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   g_handle.store(handle);
   return 1;
 }
+
+// --with-stack: frames under these directories ('\n' between them) are left out.
+TORCHPROF_EXPORT void torchprof_torch_observer_stack_skip(const char* dirs) { tpi::stack_skip_dirs(dirs); }
+
+// --with-stack: no more stacks (Python is about to finalize: the GIL must not be asked for).
+TORCHPROF_EXPORT void torchprof_torch_observer_stack_off(void) { tpi::stack_off(); }
 
 // Unregisters the observer (the trial's end; the program's when it stops capturing).
 TORCHPROF_EXPORT void torchprof_torch_observer_stop(void) {

@@ -10,5 +10,7 @@ constexpr int kObserverFloor = 2;   // callbacks that do nothing: RecordFunction
                                     // with a callback on (bench/torch_observer_bench.py)
 constexpr int kObserverShapes = 3;  // kObserverRecord, each op's name with its input shapes
                                     // (--record-shapes: torch keeps the inputs for us)
+constexpr int kObserverStack = 4;   // ... with the op's Python stack (--with-stack)
+constexpr int kObserverShapesStack = 5;  // ... with both
 
 }  // namespace torchprof::inject

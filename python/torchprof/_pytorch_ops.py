@@ -67,22 +67,17 @@ def install(torch):
     enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
     if not enabled:
         return None
-    if not stack:
-        from torchprof import _torch_ops
+    from torchprof import _torch_ops
 
-        try:
-            observer, why = _torch_ops.start(torch, shapes)
-        except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
-            observer, why = None, "%s: %s" % (type(e).__name__, e)
-        if observer is not None:
-            return observer
-        sys.stderr.write("torchprof: ops through torch's RecordFunction callbacks are off (%s); "
-                         "using the %s capture\n" % (why, "emit_nvtx" if getattr(torch.version, "cuda", None)
-                                                      else "dispatch-mode"))
-    else:
-        # Said once, like the fallback: the table is then the dispatch mode's, not torch's tree.
-        sys.stderr.write("torchprof: --with-stack takes the dispatch-mode capture (operators below autograd, "
-                         "flat); torch's RecordFunction callbacks give no stacks yet\n")
+    try:
+        observer, why = _torch_ops.start(torch, shapes, stack)
+    except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
+        observer, why = None, "%s: %s" % (type(e).__name__, e)
+    if observer is not None:
+        return observer
+    sys.stderr.write("torchprof: ops through torch's RecordFunction callbacks are off (%s); "
+                     "using the %s capture\n" % (why, "emit_nvtx" if getattr(torch.version, "cuda", None) is not None
+                                                  and not stack else "dispatch-mode"))
     try:
         if getattr(torch.version, "cuda", None) is not None and not stack:
             return NvtxCapture(torch, shapes).start()

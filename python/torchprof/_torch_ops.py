@@ -231,10 +231,13 @@ def recording():
 class ObserverCapture(Holds):
     """The registered observer; off while the program runs a profiler of its own."""
 
-    def __init__(self, torch, lib, ctypes, shapes):
+    def __init__(self, torch, lib, ctypes, shapes, stack):
         super().__init__()
         self._torch = torch
-        self._mode = 3 if shapes else 0  # torch_observer.h: kObserverShapes, kObserverRecord
+        # torch_observer.h: kObserverRecord, kObserverShapes, kObserverStack, kObserverShapesStack
+        self._mode = {(False, False): 0, (True, False): 3, (False, True): 4, (True, True): 5}[(bool(shapes), bool(stack))]
+        self._stack = stack
+        self._lib = lib
         self._start = lib.torchprof_torch_observer_start
         self._start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self._start.restype = ctypes.c_int
@@ -245,8 +248,23 @@ class ObserverCapture(Holds):
 
     def start(self):
         why = self._ctypes.create_string_buffer(256)
+        if self._stack:
+            skip = self._lib.torchprof_torch_observer_stack_skip
+            skip.argtypes = [self._ctypes.c_char_p]
+            skip.restype = None
+            here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            torch_dir = os.path.dirname(os.path.abspath(self._torch.__file__))
+            skip(("%s\n%s" % (torch_dir + os.sep, here + os.sep)).encode("utf-8", "surrogateescape"))
         if not self._start(self._torch.__version__.encode(), self._mode, why, 256):
             raise RuntimeError(why.value.decode("utf-8", "replace"))
+        if self._stack:
+            # No GIL may be asked for once the interpreter finalizes.
+            import atexit
+
+            off = self._lib.torchprof_torch_observer_stack_off
+            off.argtypes = []
+            off.restype = None
+            atexit.register(off)
         global _active
         _active = self
         self._on = True
@@ -266,9 +284,10 @@ class ObserverCapture(Holds):
         self._on = False
 
 
-def start(torch, shapes=False):
+def start(torch, shapes=False, stack=False):
     """The running observer, or (None, reason) when this torch cannot have one. With
-    `shapes`, each op's name carries its input shapes (torch's record_shapes)."""
+    `shapes`, each op's name carries its input shapes (torch's record_shapes); with
+    `stack`, the program's Python frames at the op."""
     import ctypes
 
     try:
@@ -282,7 +301,7 @@ def start(torch, shapes=False):
     if shapes and result != "ok":
         return None, "no input shapes: " + result[len("ok no-shapes "):]
     try:
-        return ObserverCapture(torch, lib, ctypes, shapes).start(), None
+        return ObserverCapture(torch, lib, ctypes, shapes, stack).start(), None
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
         log("op observer: %s: %s" % (type(e).__name__, e))
         return None, str(e)

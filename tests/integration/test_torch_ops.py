@@ -220,6 +220,36 @@ def second_thread():
     check_eq(len({e["tid"] for e in tanh}), len(tanh), "each step's second thread is a thread of its own")
 
 
+def stacks_on_threads():
+    """--with-stack on the observer's path: each op's stack is its own thread's frames
+    (the second thread's aten::tanh at side_work's line, the main thread's aten::linear
+    at the model's call), autograd nodes have none, and torch's own frames are left out."""
+    cache, env = cache_env()
+    r = run_py([PROGRAM, "transformer", "3", "--thread"], options=["--with-stack"], env=env, timeout=600)
+    check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
+    with open(PROGRAM) as f:
+        lines = f.read().splitlines()
+    tanh_line = next(i for i, t in enumerate(lines, 1) if ".tanh()" in t)
+    model_line = next(i for i, t in enumerate(lines, 1) if "loss_fn(model(data), target)" in t)
+    events = tp.all_trace_events(r, ph="X", cat="cpu_op")
+    main = tp.processes_with_events(r.summary)[0]["pid"]
+    tanh = [e for e in events if e["name"] == "aten::tanh"]
+    check(len(tanh) >= 2, f"aten::tanh calls on the second thread: {len(tanh)}")
+    for e in tanh:
+        check(e["tid"] != main, "aten::tanh on its own thread")
+        check(e["args"].get("Call stack", "").startswith(f"{PROGRAM}({tanh_line}): side_work;"),
+              f"aten::tanh's stack is the second thread's: {e['args'].get('Call stack')!r}")
+    first = [e for e in events if e["name"] == "aten::linear" and e["tid"] == main]
+    check(first, "aten::linear on the main thread")
+    check(any(e["args"].get("Call stack", "").startswith(f"{PROGRAM}({model_line}): step;") for e in first),
+          f"the model's aten::linear calls are at the model's call: {first[0]['args'].get('Call stack')!r}")
+    stacks = [e["args"]["Call stack"] for e in events if "Call stack" in e["args"]]
+    check(stacks and not any("torch/nn/" in st or "/torchprof/" in st for st in stacks),
+          "torch's and torchprof's own frames are left out")
+    nodes = [e for e in events if e["name"].endswith("Backward0") and not e["name"].startswith("autograd::")]
+    check(nodes and all("Call stack" not in e["args"] for e in nodes), "autograd nodes have no stack")
+
+
 def fallback(layout, expect):
     args = [PROGRAM, "transformer", "2"]
     plain = run_plain(args, timeout=600)
@@ -281,8 +311,8 @@ def no_shapes():
     check(shapes and None not in shapes, f"aten::addmm rows carry input shapes from the fallback: {shapes}")
 
 
-SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, unknown_version, wrong_layout,
-             no_shapes]
+SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, stacks_on_threads,
+             unknown_version, wrong_layout, no_shapes]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))
