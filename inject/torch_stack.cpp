@@ -14,7 +14,7 @@ namespace {
 using PyObj = void;
 using GilEnsureFn = int (*)();
 using GilReleaseFn = void (*)(int);
-using GetFrameFn = PyObj* (*)();          // PyEval_GetFrame: borrowed
+using GetFrameFn = PyObj* (*)();          // PyEval_GetFrame: borrowed; PyGILState_GetThisThreadState
 using FrameBackFn = PyObj* (*)(PyObj*);   // PyFrame_GetBack: new reference
 using FrameCodeFn = PyObj* (*)(PyObj*);   // PyFrame_GetCode: new reference
 using FrameLineFn = int (*)(PyObj*);      // PyFrame_GetLineNumber, PyFrame_GetLasti
@@ -28,6 +28,7 @@ struct Api {
   GilEnsureFn gil_ensure;
   GilReleaseFn gil_release;
   GetFrameFn get_frame;
+  GetFrameFn this_thread_state;
   FrameBackFn frame_back;
   FrameCodeFn frame_code;
   FrameLineFn frame_line;
@@ -172,7 +173,8 @@ bool stack_find(const char** why) {
   Api a{};
   Api& s = g_api;
   bool ok = sym(a.gil_ensure, "PyGILState_Ensure", why) && sym(a.gil_release, "PyGILState_Release", why) &&
-            sym(a.get_frame, "PyEval_GetFrame", why) && sym(a.frame_back, "PyFrame_GetBack", why) &&
+            sym(a.get_frame, "PyEval_GetFrame", why) &&
+            sym(a.this_thread_state, "PyGILState_GetThisThreadState", why) && sym(a.frame_back, "PyFrame_GetBack", why) &&
             sym(a.frame_code, "PyFrame_GetCode", why) && sym(a.frame_line, "PyFrame_GetLineNumber", why) &&
             sym(a.get_attr, "PyObject_GetAttrString", why) && sym(a.utf8, "PyUnicode_AsUTF8AndSize", why) &&
             sym(a.incref, "Py_IncRef", why) && sym(a.decref, "Py_DecRef", why) &&
@@ -204,6 +206,9 @@ void stack_off() { g_on.store(false); }
 size_t stack_append(char* out, size_t used, size_t cap) {
   if (!g_on.load(std::memory_order_relaxed) || g_api.initialized() == 0) return used;
   if (g_api.finalizing != nullptr && g_api.finalizing() != 0) return used;
+  // A thread Python has never run on (one of torch's C++ threads) has no frames: it never
+  // waits for the GIL here.
+  if (g_api.this_thread_state() == nullptr) return used;
   const int gil = g_api.gil_ensure();
   size_t at = used;
   static constexpr char kField[] = ", stack = ";
