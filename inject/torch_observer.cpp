@@ -212,12 +212,10 @@ NoContext on_start(const void* rf) {
 // What on_start_detail adds to each op's name (set before the callback is registered).
 bool g_with_shapes = false;
 bool g_with_stack = false;
-constexpr uint8_t kBackwardFunctionScope = 1;  // RecordScope::BACKWARD_FUNCTION
 
 // --record-shapes and --with-stack: the op's name with torch's ", sizes = [...]" and
 // torchprof's ", stack = ..." after it, as one string (interned by content on the
-// thread; the collector reads them back out of it). Autograd nodes get no stack, as
-// torch's own collection gives them none.
+// thread; the collector reads them back out of it).
 NoContext on_start_detail(const void* rf) {
   CallbackGuard guard;
   if (!guard.entered()) return {};
@@ -237,7 +235,7 @@ NoContext on_start_detail(const void* rf) {
   size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
   if (n > 0) memcpy(tb->scratch, name, n);
   if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
-  if (g_with_stack && field<uint8_t>(rf, l.rf_scope) != kBackwardFunctionScope) n = stack_append(tb->scratch, n, cap);
+  if (g_with_stack) n = stack_append(tb->scratch, n, cap);
   record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
                   field<uint64_t>(rf, l.rf_handle));
   return {};

@@ -17,7 +17,8 @@ using GilReleaseFn = void (*)(int);
 using GetFrameFn = PyObj* (*)();          // PyEval_GetFrame: borrowed; PyGILState_GetThisThreadState
 using FrameBackFn = PyObj* (*)(PyObj*);   // PyFrame_GetBack: new reference
 using FrameCodeFn = PyObj* (*)(PyObj*);   // PyFrame_GetCode: new reference
-using FrameLineFn = int (*)(PyObj*);      // PyFrame_GetLineNumber, PyFrame_GetLasti
+using FrameLineFn = int (*)(PyObj*);      // PyFrame_GetLineNumber
+using IntOfFn = long (*)(PyObj*);         // PyLong_AsLong
 using GetAttrFn = PyObj* (*)(PyObj*, const char*);
 using Utf8Fn = const char* (*)(PyObj*, ptrdiff_t*);
 using RefFn = void (*)(PyObj*);
@@ -32,7 +33,7 @@ struct Api {
   FrameBackFn frame_back;
   FrameCodeFn frame_code;
   FrameLineFn frame_line;
-  FrameLineFn frame_lasti;  // 3.11 and later; null before
+  IntOfFn long_value;
   GetAttrFn get_attr;
   Utf8Fn utf8;
   RefFn incref;
@@ -59,37 +60,25 @@ struct CodeEntry {
   char* file;  // "file" with ';' made ',' (the stack's separator), then '\0', then "function"
   size_t file_len;
   size_t name_len;
+  int first_line;  // co_firstlineno
 };
 constexpr size_t kCodeSlots = 1 << 14;
 CodeEntry* g_codes = nullptr;
 size_t g_codes_used = 0;
 
-// A frame's line by (code, instruction): PyFrame_GetLineNumber reads the code's line
-// table on every call. Direct-mapped, under the GIL like the code table.
-struct LineEntry {
-  PyObj* code;
-  int lasti;
-  int line;
-};
-constexpr size_t kLineSlots = 1 << 13;
-LineEntry* g_lines = nullptr;
+// Frames already running when the capture started (the caller of stack_find's thread),
+// with the line each was at then: torch's tracer shows such a frame at that line, and
+// every frame entered later at its function's first line. Held by a reference of ours.
+constexpr int kMaxStartFrames = 64;
+PyObj* g_start_frames[kMaxStartFrames];
+int g_start_lines[kMaxStartFrames];
+int g_start_count = 0;
 
-int frame_line(PyObj* frame, PyObj* code) {
-  if (g_api.frame_lasti == nullptr) return g_api.frame_line(frame);
-  if (g_lines == nullptr) {
-    g_lines = static_cast<LineEntry*>(calloc(kLineSlots, sizeof(LineEntry)));
-    if (g_lines == nullptr) return g_api.frame_line(frame);
+int shown_line(PyObj* frame, int first_line) {
+  for (int i = 0; i < g_start_count; ++i) {
+    if (g_start_frames[i] == frame) return g_start_lines[i];
   }
-  const int lasti = g_api.frame_lasti(frame);
-  const size_t h = ((reinterpret_cast<uintptr_t>(code) >> 4) ^ (static_cast<uintptr_t>(lasti) * 0x9E3779B1u)) *
-                   0x9E3779B97F4A7C15ull;
-  LineEntry& e = g_lines[(h >> 40) & (kLineSlots - 1)];
-  if (e.code != code || e.lasti != lasti) {
-    e.code = code;  // a code object in the code table, alive for good
-    e.lasti = lasti;
-    e.line = g_api.frame_line(frame);
-  }
-  return e.line;
+  return first_line;
 }
 
 bool starts_with_skip(const char* file, size_t len) {
@@ -114,10 +103,13 @@ const CodeEntry* code_entry(PyObj* code) {
     if (g_codes_used * 2 >= kCodeSlots) return nullptr;  // half full: new code goes unnamed
     PyObj* file = g_api.get_attr(code, "co_filename");
     PyObj* name = g_api.get_attr(code, "co_name");
+    PyObj* first = g_api.get_attr(code, "co_firstlineno");
+    const long first_line = first != nullptr ? g_api.long_value(first) : -1;
+    if (first != nullptr) g_api.decref(first);
     ptrdiff_t flen = 0, nlen = 0;
     const char* f = file != nullptr ? g_api.utf8(file, &flen) : nullptr;
     const char* n = name != nullptr ? g_api.utf8(name, &nlen) : nullptr;
-    bool ok = f != nullptr && n != nullptr && flen >= 0 && nlen >= 0;
+    bool ok = f != nullptr && n != nullptr && flen >= 0 && nlen >= 0 && first_line >= 0;
     char* text = ok ? static_cast<char*>(malloc(static_cast<size_t>(flen + nlen) + 2)) : nullptr;
     if (text != nullptr) {
       for (ptrdiff_t i = 0; i < flen; ++i) text[i] = f[i] == ';' ? ',' : f[i];
@@ -128,6 +120,7 @@ const CodeEntry* code_entry(PyObj* code) {
       e.file = text;
       e.file_len = static_cast<size_t>(flen);
       e.name_len = static_cast<size_t>(nlen);
+      e.first_line = static_cast<int>(first_line);
       g_api.incref(code);
       e.code = code;
       ++g_codes_used;
@@ -177,13 +170,25 @@ bool stack_find(const char** why) {
             sym(a.this_thread_state, "PyGILState_GetThisThreadState", why) && sym(a.frame_back, "PyFrame_GetBack", why) &&
             sym(a.frame_code, "PyFrame_GetCode", why) && sym(a.frame_line, "PyFrame_GetLineNumber", why) &&
             sym(a.get_attr, "PyObject_GetAttrString", why) && sym(a.utf8, "PyUnicode_AsUTF8AndSize", why) &&
-            sym(a.incref, "Py_IncRef", why) && sym(a.decref, "Py_DecRef", why) &&
+            sym(a.incref, "Py_IncRef", why) && sym(a.long_value, "PyLong_AsLong", why) && sym(a.decref, "Py_DecRef", why) &&
             sym(a.initialized, "Py_IsInitialized", why) && sym(a.err_clear, "PyErr_Clear", why);
   if (!ok) return false;
-  a.frame_lasti = reinterpret_cast<FrameLineFn>(dlsym(RTLD_DEFAULT, "PyFrame_GetLasti"));
   a.finalizing = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
   if (a.finalizing == nullptr) a.finalizing = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
   s = a;
+  // Called through ctypes (which releases the GIL around the call) on the thread that
+  // imported torch: the frames running there now are kept with their lines.
+  const int gil = s.gil_ensure();
+  PyObj* frame = s.get_frame();
+  if (frame != nullptr) s.incref(frame);
+  g_start_count = 0;
+  while (frame != nullptr && g_start_count < kMaxStartFrames) {
+    g_start_frames[g_start_count] = frame;  // our reference: the frame stays alive
+    g_start_lines[g_start_count++] = s.frame_line(frame);
+    frame = s.frame_back(frame);
+  }
+  if (frame != nullptr) s.decref(frame);
+  s.gil_release(gil);
   g_on.store(true);
   return true;
 }
@@ -222,7 +227,7 @@ size_t stack_append(char* out, size_t used, size_t cap) {
     if (code != nullptr) g_api.decref(code);  // the code table holds one while e is set
     if (e != nullptr && !e->own) {
       const size_t before = at;
-      const unsigned line = static_cast<unsigned>(frame_line(frame, e->code));
+      const unsigned line = static_cast<unsigned>(shown_line(frame, e->first_line));
       room = (frames == 0 || put(out, at, cap, "; ", 2)) && put(out, at, cap, e->file, e->file_len) &&
              put(out, at, cap, "(", 1) && put_uint(out, at, cap, line) &&
              put(out, at, cap, "): ", 3) && put(out, at, cap, e->file + e->file_len + 1, e->name_len);

@@ -109,13 +109,20 @@ class _DispatchCapture(Holds):
         self._profiler_on = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
         self._heads = {}       # op overload -> (b"name", argument names or None)
         self._own_code = {}    # code object -> True when it is torch's or torchprof's
-        self._frames = {}      # (code, instruction) -> b"file(line): function"
+        self._frames = {}      # code -> b"file(line): function", line its first
+        # Frames running when the capture starts, and the line each is at then (kept alive).
+        self._start_frames = {}
         self._shape_texts = {}  # torch.Size -> "[2, 3]"
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self._skip_dirs = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, here + os.sep)
         self.mode = self._make_mode(dispatch.TorchDispatchMode)
 
     def start(self):
+        f = sys._getframe(1)
+        while f is not None:
+            self._start_frames[id(f)] = (f, ("%s(%d): %s" % (f.f_code.co_filename.replace(";", ","), f.f_lineno,
+                                                              f.f_code.co_name)).encode("utf-8", "replace"))
+            f = f.f_back
         self._hook_mode_class(self._dispatch.TorchDispatchMode)
         self.hook_profiler_class(self._torch.autograd.profiler.profile)
         self._enter()
@@ -247,7 +254,9 @@ class _DispatchCapture(Holds):
 
     def _python_stack(self):
         """The program's frames, innermost first, as "file(line): function"; torch's
-        and torchprof's own frames are left out."""
+        and torchprof's own frames are left out. The line is torch's tracer's: the
+        function's first line, or for a frame already running when the capture started,
+        the line it was at then."""
         frames = []
         size = 0
         f = sys._getframe(1)
@@ -258,13 +267,15 @@ class _DispatchCapture(Holds):
                 own = code.co_filename.startswith(self._skip_dirs)
                 self._own_code[code] = own
             if not own:
-                # By instruction: f_lineno is computed from the line table on every read.
-                key = (code, f.f_lasti)
-                text = self._frames.get(key)
-                if text is None:
-                    text = "%s(%d): %s" % (code.co_filename.replace(";", ","), f.f_lineno, code.co_name)
-                    text = text.encode("utf-8", "replace")
-                    self._frames[key] = text
+                started = self._start_frames.get(id(f))
+                if started is not None and started[0] is f:
+                    text = started[1]
+                else:
+                    text = self._frames.get(code)
+                    if text is None:
+                        text = "%s(%d): %s" % (code.co_filename.replace(";", ","), code.co_firstlineno, code.co_name)
+                        text = text.encode("utf-8", "replace")
+                        self._frames[code] = text
                 size += len(text) + 2
                 if size > _MAX_STACK_CHARS:
                     break

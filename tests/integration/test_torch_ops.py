@@ -198,6 +198,38 @@ def compare_shapes(model):
     check(len(equal) / len(theirs) >= 0.98, f"(op, shapes) rows with equal calls < 98%: {unequal}")
 
 
+def compare_stacks(model):
+    """--with-stack on the observer's path: the table's calls per (op, innermost frame of
+    the program's) for a middle step, against torch.profiler(with_stack=True)'s in the
+    same step of the same script: file, line and function of that frame. (Not on
+    ResNet-18: torch 1.13 puts its backward ops under the frame of a Block's forward,
+    which has returned by then; 792 of 1,280 calls there agree.)"""
+    theirs = torch_view(model, "--stacks")["stacks"][MIDDLE]
+    cache, env = cache_env()
+    r = run_py([PROGRAM, model, str(STEPS)], env=env, timeout=600,
+               options=["--with-stack", "--schedule", f"wait={MIDDLE},warmup=0,active=1"])
+    check("ops through torch's RecordFunction callbacks are off" not in r.stderr_text,
+          f"the observer was used: {r.stderr_text[-1500:]}")
+    ours = {}
+    for row in r.summary["ops"]:
+        if row.get("kind") in ("cpu_op", "user_annotation") and not row["name"].startswith("ProfilerStep"):
+            stack = row.get("stack") or []
+            frame = ""
+            if stack:
+                head, _, func = stack[0].partition("): ")
+                frame = "%s): %s" % (head.rsplit("/", 1)[-1], func)
+            key = row["name"] + "\t" + frame
+            ours[key] = ours.get(key, 0) + row["calls"]
+    equal = [k for k in theirs if ours.get(k) == theirs[k]]
+    calls = sum(theirs.values())
+    same = sum(min(c, ours.get(k, 0)) for k, c in theirs.items())
+    unequal = sorted(((theirs[k], ours.get(k, 0), k) for k in theirs if k not in equal), reverse=True)[:8]
+    print(f"{model}: {len(theirs)} (op, frame) rows, {len(equal)} with equal calls "
+          f"({100 * len(equal) / len(theirs):.1f}%); {same} of {calls} calls at the same frame; unequal {unequal}; "
+          f"only torchprof's {sorted(set(ours) - set(theirs))[:6]}")
+    check(len(equal) / len(theirs) >= 0.95, f"(op, frame) rows with equal calls < 95%: {unequal}")
+
+
 def resnet18():
     compare("resnet18")
 
@@ -222,15 +254,16 @@ def second_thread():
 
 def stacks_on_threads():
     """--with-stack on the observer's path: each op's stack is its own thread's frames
-    (the second thread's aten::tanh at side_work's line, the main thread's aten::linear
-    at the model's call), autograd nodes have none, and torch's own frames are left out."""
+    (the second thread's aten::tanh in side_work, the main thread's aten::linear and
+    autograd nodes in step, each at its function's first line as torch.profiler shows
+    frames entered while it profiles), and torch's own frames are left out."""
     cache, env = cache_env()
     r = run_py([PROGRAM, "transformer", "3", "--thread"], options=["--with-stack"], env=env, timeout=600)
     check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
     with open(PROGRAM) as f:
         lines = f.read().splitlines()
-    tanh_line = next(i for i, t in enumerate(lines, 1) if ".tanh()" in t)
-    model_line = next(i for i, t in enumerate(lines, 1) if "loss_fn(model(data), target)" in t)
+    tanh_line = next(i for i, t in enumerate(lines, 1) if t.startswith("def side_work("))
+    model_line = next(i for i, t in enumerate(lines, 1) if t.startswith("def step("))
     events = tp.all_trace_events(r, ph="X", cat="cpu_op")
     main = tp.processes_with_events(r.summary)[0]["pid"]
     tanh = [e for e in events if e["name"] == "aten::tanh"]
@@ -242,12 +275,14 @@ def stacks_on_threads():
     first = [e for e in events if e["name"] == "aten::linear" and e["tid"] == main]
     check(first, "aten::linear on the main thread")
     check(any(e["args"].get("Call stack", "").startswith(f"{PROGRAM}({model_line}): step;") for e in first),
-          f"the model's aten::linear calls are at the model's call: {first[0]['args'].get('Call stack')!r}")
+          f"the model's aten::linear calls are in step: {first[0]['args'].get('Call stack')!r}")
     stacks = [e["args"]["Call stack"] for e in events if "Call stack" in e["args"]]
     check(stacks and not any("torch/nn/" in st or "/torchprof/" in st for st in stacks),
           "torch's and torchprof's own frames are left out")
-    nodes = [e for e in events if e["name"].endswith("Backward0") and not e["name"].startswith("autograd::")]
-    check(nodes and all("Call stack" not in e["args"] for e in nodes), "autograd nodes have no stack")
+    # Autograd nodes run inside loss.backward(): torch's stacks give them step's frame too.
+    nodes = [e for e in events if e["name"].endswith("Backward0") and e["tid"] == main]
+    check(nodes and all(e["args"].get("Call stack", "").startswith(f"{PROGRAM}({model_line}): step;") for e in nodes),
+          "autograd nodes have the stack of the backward() call")
 
 
 def fallback(layout, expect):
@@ -276,6 +311,10 @@ def wrong_layout():
     verdicts = os.listdir(os.path.join(cache, "torchprof"))
     with open(os.path.join(cache, "torchprof", verdicts[0])) as f:
         check(f.read().startswith("fail "), "the failed verdict is cached")
+
+
+def stacks_transformer():
+    compare_stacks("transformer")
 
 
 def shapes_resnet18():
@@ -311,7 +350,8 @@ def no_shapes():
     check(shapes and None not in shapes, f"aten::addmm rows carry input shapes from the fallback: {shapes}")
 
 
-SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, second_thread, stacks_on_threads,
+SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, stacks_transformer,
+             second_thread, stacks_on_threads,
              unknown_version, wrong_layout, no_shapes]
 
 if __name__ == "__main__":

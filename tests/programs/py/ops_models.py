@@ -2,13 +2,14 @@
 here when torchvision is not installed) or a small transformer encoder, for comparing
 torchprof's op table with torch.profiler's.
 
-    ops_models.py MODEL STEPS [--torch-profiler OUT.json [--shapes]] [--memory-profiler OUT.json]
+    ops_models.py MODEL STEPS [--torch-profiler OUT.json [--shapes] [--stacks]] [--memory-profiler OUT.json]
                   [--thread] [--check-profiler]
 
 --torch-profiler runs torch.profiler around the same steps (one ProfilerStep#k per
 step) and writes, per step, the op names and calls, the (op, parent) pairs and the
 threads of autograd nodes to OUT.json; with --shapes (record_shapes=True), also the
-calls per (op name, input shapes) as torch's FunctionEvents list them. --memory-profiler runs torch.profiler with
+calls per (op name, input shapes) as torch's FunctionEvents list them; with --stacks
+(with_stack=True), the calls per (op name, innermost frame of the program's). --memory-profiler runs torch.profiler with
 profile_memory=True and the schedule wait=1, warmup=1, active=STEPS-2, and writes each
 op name's CPU Mem and Self CPU Mem over the active steps and the bytes allocated in them. --thread runs one more forward pass of a small
 model on a second Python thread in every step. --check-profiler prints whether torch's
@@ -155,6 +156,35 @@ def shapes_per_step(prof):
     return out
 
 
+def innermost_program_frame(stack):
+    """The first "file(line): function" of a torch stack that is not torch's own (torch
+    writes its files as "torch/..."), the file as its base name; "" when there is none."""
+    for entry in stack:
+        head, sep, func = entry.partition("): ")
+        if not sep or "(" not in head or head.startswith(("torch/", "<")):
+            continue
+        path, _, line = head.rpartition("(")
+        return "%s(%s): %s" % (path.rsplit("/", 1)[-1], line, func)
+    return ""
+
+
+def stacks_per_step(prof):
+    """Per ProfilerStep#k: {"name\tframe": calls}, frame innermost_program_frame()'s."""
+    events = list(prof.events())
+    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+    out = []
+    for s in steps:
+        lo, hi = s.time_range.start, s.time_range.end
+        rows = {}
+        for e in events:
+            if e.name.startswith("ProfilerStep") or not (lo <= e.time_range.start and e.time_range.end <= hi):
+                continue
+            key = e.name + "\t" + innermost_program_frame(e.stack or [])
+            rows[key] = rows.get(key, 0) + 1
+        out.append(rows)
+    return out
+
+
 def summarize(prof):
     """Per ProfilerStep#k: {name: calls}, {"name\tparent": calls}, autograd node threads,
     {"forward\tbackward": links} of the fwdbwd flows whose backward op starts in the step.
@@ -207,7 +237,8 @@ def main():
 
         # A schedule, so that torch marks each step with a ProfilerStep#k range.
         shapes = "--shapes" in args
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
+        stacks = "--stacks" in args
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stacks,
                      schedule=schedule(wait=0, warmup=0, active=steps, repeat=1)) as prof:
             for _ in range(steps):
                 step(model, data, target, loss_fn, opt, with_thread, check)
@@ -215,6 +246,8 @@ def main():
         result = summarize(prof)
         if shapes:
             result["shapes"] = shapes_per_step(prof)
+        if stacks:
+            result["stacks"] = stacks_per_step(prof)
         with open(out, "w") as f:
             json.dump(result, f)
     elif "--memory-profiler" in args:
