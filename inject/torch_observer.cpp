@@ -190,6 +190,15 @@ NoContext on_trial_start(const void* rf) {
 }
 void on_trial_end(const void* rf, void*) { trial_note(rf, false); }
 
+// What on_start<true> adds to each op's name (set before the callback is registered).
+bool g_with_shapes = false;
+bool g_with_stack = false;
+
+// An op's begin. kDetail (--record-shapes, --with-stack): the op's name with torch's
+// ", sizes = [...]" and torchprof's ", stack = ..." after it, as one string (interned by
+// content on the thread; the collector reads them back out of it). Without, the name is
+// torch's string, cached by its address: the plain path tests no option per op.
+template <bool kDetail>
 NoContext on_start(const void* rf) {
   CallbackGuard guard;
   if (!guard.entered()) return {};
@@ -205,39 +214,17 @@ NoContext on_start(const void* rf) {
   }
   const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
                                       field<uint64_t>(rf, l.rf_fwd_thread), field<uint64_t>(rf, l.rf_thread));
-  record_op_begin(tb, domain, cached_ascii_name(tb, name), word, field<uint64_t>(rf, l.rf_handle));
-  return {};
-}
-
-// What on_start_detail adds to each op's name (set before the callback is registered).
-bool g_with_shapes = false;
-bool g_with_stack = false;
-
-// --record-shapes and --with-stack: the op's name with torch's ", sizes = [...]" and
-// torchprof's ", stack = ..." after it, as one string (interned by content on the
-// thread; the collector reads them back out of it).
-NoContext on_start_detail(const void* rf) {
-  CallbackGuard guard;
-  if (!guard.entered()) return {};
-  ThreadBuffer* tb = current_buffer();
-  if (tb == nullptr) return {};
-  const uint16_t domain = ops_domain(tb);
-  if (domain == 0) return {};
-  const Layout& l = *g_layout;
-  const char* name = g_name(rf);
-  if (!capture::fast() && !capture::admit(tb, name)) {
-    capture::paused_push(tb, domain);
-    return {};
+  if constexpr (kDetail) {
+    const size_t cap = sizeof tb->scratch;
+    size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
+    if (n > 0) memcpy(tb->scratch, name, n);
+    if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
+    if (g_with_stack) n = stack_append(tb->scratch, n, cap);
+    record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
+                    field<uint64_t>(rf, l.rf_handle));
+  } else {
+    record_op_begin(tb, domain, cached_ascii_name(tb, name), word, field<uint64_t>(rf, l.rf_handle));
   }
-  const uint64_t word = wire::op_word(field<int64_t>(rf, l.rf_sequence), field<uint8_t>(rf, l.rf_scope),
-                                      field<uint64_t>(rf, l.rf_fwd_thread), field<uint64_t>(rf, l.rf_thread));
-  const size_t cap = sizeof tb->scratch;
-  size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
-  if (n > 0) memcpy(tb->scratch, name, n);
-  if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
-  if (g_with_stack) n = stack_append(tb->scratch, n, cap);
-  record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
-                  field<uint64_t>(rf, l.rf_handle));
   return {};
 }
 
@@ -349,8 +336,8 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   // Each mode its own pair of callbacks: the recording ones never test which mode runs.
   const StartFn start = mode == kObserverFloor   ? &on_nothing
                         : mode == kObserverTrial ? &on_trial_start
-                        : mode >= kObserverShapes ? &on_start_detail
-                                                  : &on_start;
+                        : mode >= kObserverShapes ? &on_start<true>
+                                                  : &on_start<false>;
   const EndFn end = mode == kObserverFloor ? &on_nothing_end : mode == kObserverTrial ? &on_trial_end : &on_end;
   memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
   memcpy(cb.bytes + layout->cb_end, &end, sizeof end);

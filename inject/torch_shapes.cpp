@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "inject/text_put.h"
+
 namespace torchprof::inject {
 namespace {
 
@@ -16,26 +18,6 @@ using Sizes = std::vector<std::vector<int64_t>>;
 using InputSizesFn = Sizes (*)(const void*, bool);
 
 InputSizesFn g_input_sizes = nullptr;
-
-// Appends `text` of `n` bytes; false when it does not fit.
-bool put(char* out, size_t& at, size_t cap, const char* text, size_t n) {
-  if (at + n >= cap) return false;
-  memcpy(out + at, text, n);
-  at += n;
-  return true;
-}
-
-bool put_int(char* out, size_t& at, size_t cap, int64_t v) {
-  char digits[24];
-  size_t n = 0;
-  uint64_t u = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  do {
-    digits[sizeof digits - 1 - n++] = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (v < 0) digits[sizeof digits - 1 - n++] = '-';
-  return put(out, at, cap, digits + sizeof digits - n, n);
-}
 
 }  // namespace
 
@@ -54,17 +36,17 @@ size_t shapes_append(const void* record_function, char* out, size_t used, size_t
   }
   size_t at = used;
   static constexpr char kField[] = ", sizes = [";
-  if (!put(out, at, cap, kField, sizeof kField - 1)) return used;
+  if (!put_text(out, at, cap, kField, sizeof kField - 1)) return used;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (i > 0 && !put(out, at, cap, ", ", 2)) return used;
-    if (!put(out, at, cap, "[", 1)) return used;
+    if (i > 0 && !put_text(out, at, cap, ", ", 2)) return used;
+    if (!put_text(out, at, cap, "[", 1)) return used;
     for (size_t j = 0; j < sizes[i].size(); ++j) {
-      if (j > 0 && !put(out, at, cap, ", ", 2)) return used;
+      if (j > 0 && !put_text(out, at, cap, ", ", 2)) return used;
       if (!put_int(out, at, cap, sizes[i][j])) return used;
     }
-    if (!put(out, at, cap, "]", 1)) return used;
+    if (!put_text(out, at, cap, "]", 1)) return used;
   }
-  if (!put(out, at, cap, "]", 1)) return used;
+  if (!put_text(out, at, cap, "]", 1)) return used;
   return at;
 }
 

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "inject/text_put.h"
+
 namespace torchprof::inject {
 namespace {
 
@@ -136,23 +138,6 @@ const CodeEntry* code_entry(PyObj* code) {
   return nullptr;
 }
 
-bool put(char* out, size_t& at, size_t cap, const char* text, size_t n) {
-  if (at + n >= cap) return false;
-  memcpy(out + at, text, n);
-  at += n;
-  return true;
-}
-
-bool put_uint(char* out, size_t& at, size_t cap, unsigned v) {
-  char digits[12];
-  size_t n = 0;
-  do {
-    digits[sizeof digits - 1 - n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  return put(out, at, cap, digits + sizeof digits - n, n);
-}
-
 template <typename T>
 bool sym(T& fn, const char* name, const char** why) {
   fn = reinterpret_cast<T>(dlsym(RTLD_DEFAULT, name));
@@ -218,7 +203,7 @@ size_t stack_append(char* out, size_t used, size_t cap) {
   size_t at = used;
   static constexpr char kField[] = ", stack = ";
   int frames = 0;
-  bool room = put(out, at, cap, kField, sizeof kField - 1);
+  bool room = put_text(out, at, cap, kField, sizeof kField - 1);
   PyObj* frame = g_api.get_frame();  // borrowed
   if (frame != nullptr) g_api.incref(frame);
   while (room && frame != nullptr && frames < kMaxFrames) {
@@ -227,10 +212,10 @@ size_t stack_append(char* out, size_t used, size_t cap) {
     if (code != nullptr) g_api.decref(code);  // the code table holds one while e is set
     if (e != nullptr && !e->own) {
       const size_t before = at;
-      const unsigned line = static_cast<unsigned>(shown_line(frame, e->first_line));
-      room = (frames == 0 || put(out, at, cap, "; ", 2)) && put(out, at, cap, e->file, e->file_len) &&
-             put(out, at, cap, "(", 1) && put_uint(out, at, cap, line) &&
-             put(out, at, cap, "): ", 3) && put(out, at, cap, e->file + e->file_len + 1, e->name_len);
+      const int64_t line = shown_line(frame, e->first_line);
+      room = (frames == 0 || put_text(out, at, cap, "; ", 2)) && put_text(out, at, cap, e->file, e->file_len) &&
+             put_text(out, at, cap, "(", 1) && put_int(out, at, cap, line) &&
+             put_text(out, at, cap, "): ", 3) && put_text(out, at, cap, e->file + e->file_len + 1, e->name_len);
       if (room) {
         ++frames;
       } else {

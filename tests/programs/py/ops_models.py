@@ -137,11 +137,11 @@ def fwdbwd_links(prof, nodes):
     return links
 
 
-def shapes_per_step(prof):
-    """Per ProfilerStep#k: {"name\tshapes": calls}, shapes as JSON of torch's input_shapes.
-    FunctionEvents' microsecond times are fine for this: a step is long."""
+def rows_per_step(prof, key_of):
+    """Per ProfilerStep#k: {"name\tkey_of(event)": calls} over torch's FunctionEvents
+    (which name every step "ProfilerStep*"). Their microsecond times are fine for this:
+    a step is long."""
     events = list(prof.events())
-    # FunctionEvents name every step "ProfilerStep*".
     steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
     out = []
     for s in steps:
@@ -150,7 +150,7 @@ def shapes_per_step(prof):
         for e in events:
             if e.name.startswith("ProfilerStep") or not (lo <= e.time_range.start and e.time_range.end <= hi):
                 continue
-            key = e.name + "\t" + json.dumps(e.input_shapes)
+            key = e.name + "\t" + key_of(e)
             rows[key] = rows.get(key, 0) + 1
         out.append(rows)
     return out
@@ -166,23 +166,6 @@ def innermost_program_frame(stack):
         path, _, line = head.rpartition("(")
         return "%s(%s): %s" % (path.rsplit("/", 1)[-1], line, func)
     return ""
-
-
-def stacks_per_step(prof):
-    """Per ProfilerStep#k: {"name\tframe": calls}, frame innermost_program_frame()'s."""
-    events = list(prof.events())
-    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
-    out = []
-    for s in steps:
-        lo, hi = s.time_range.start, s.time_range.end
-        rows = {}
-        for e in events:
-            if e.name.startswith("ProfilerStep") or not (lo <= e.time_range.start and e.time_range.end <= hi):
-                continue
-            key = e.name + "\t" + innermost_program_frame(e.stack or [])
-            rows[key] = rows.get(key, 0) + 1
-        out.append(rows)
-    return out
 
 
 def summarize(prof):
@@ -245,9 +228,9 @@ def main():
                 prof.step()
         result = summarize(prof)
         if shapes:
-            result["shapes"] = shapes_per_step(prof)
+            result["shapes"] = rows_per_step(prof, lambda e: json.dumps(e.input_shapes))
         if stacks:
-            result["stacks"] = stacks_per_step(prof)
+            result["stacks"] = rows_per_step(prof, lambda e: innermost_program_frame(e.stack or []))
         with open(out, "w") as f:
             json.dump(result, f)
     elif "--memory-profiler" in args:
