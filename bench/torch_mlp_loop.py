@@ -10,7 +10,10 @@ cross-entropy, SGD).
 MODE: none (the loop alone; also what runs under torchprof-run), floor (a global
 RecordFunction callback that does nothing, registered through the injected library,
 which must be preloaded), torch (torch.profiler around the loop), torch-shapes (the same
-with record_shapes=True), torch-stack (with_stack=True). Prints `seconds S` and, for torch, `ops N` (the RecordFunction events torch's profiler counted).
+with record_shapes=True), torch-stack (with_stack=True). Prints `seconds S` and, for torch,
+`ops N` (the RecordFunction events torch's profiler counted) and `op CALLS NAME` for each
+name. The warm-up is WARMUP steps (20 for mlp, 2 for resnet18; an optimizer step ends
+each), so that torchprof-run --schedule skip_first=WARMUP,... counts the timed loop's ops.
 """
 import ctypes
 import sys
@@ -69,7 +72,13 @@ def main():
     seconds = time.thread_time() - t0
     if prof is not None:
         prof.__exit__(None, None, None)
-        print("ops %d" % sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU))
+        names = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CPU:
+                names[e.name] = names.get(e.name, 0) + 1
+        print("ops %d" % sum(names.values()))
+        for name in sorted(names):
+            print("op %d %s" % (names[name], name))
     print("seconds %.6f" % seconds)
 
 

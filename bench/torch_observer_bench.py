@@ -17,7 +17,14 @@ on bench/torch_mlp_loop.py (an MLP of small matmuls, forward/backward/SGD). Each
 runs the loop alone ("none") and each mode once, in turn; the figure of a mode is
 (its time - none's time of the same round) / ops, where ops is the number of ops
 torch's profiler counted for the loop. Medians over the rounds, with the spread
-(min..max), are printed, and the number of ops torchprof recorded beside torch's.
+(min..max), are printed, and the ops torchprof recorded in the timed loop's steps
+(--schedule skip_first=<the warm-up's steps>, which changes nothing in what is recorded)
+beside torch's count, name by name.
+
+Where bench/observer_pairs was built (TORCHPROF_BUILD_BENCH), each round also times the
+observer's callbacks alone, without torch (no callback, the do-nothing ones, the
+recording ones under torchprof-run), and the machine's clock read, which each recorded
+op's begin and end pays once (clock_gettime, unless the kernel's clocksource is the TSC).
 
     python3 bench/torch_observer_bench.py BUILD_DIR [ROUNDS=9] [ITERATIONS=1000] [MODEL=mlp]
 
@@ -50,7 +57,42 @@ def run(argv, env):
         key, _, value = line.partition(" ")
         if key in ("seconds", "ops"):
             out[key] = float(value)
+        elif key == "op":
+            calls, _, name = value.partition(" ")
+            out.setdefault("names", {})[name] = int(calls)
     return out
+
+
+def observer_pairs(build, tool, work, k):
+    """The callbacks alone (bench/observer_pairs): ns per op of the do-nothing and the
+    recording callbacks above the bare loop, and one clock read; None when not built."""
+    prog = os.path.join(build, "bench", "observer_pairs")
+    if not os.path.exists(prog):
+        return None
+    ops = "2000000"
+    lib = os.path.join(build, "lib", "libtorchprof_inject.so")
+    figures = {}
+    for mode, argv, env in (("none", [prog, ops, "none"], env_plain()),
+                            ("floor", [prog, ops, "floor"], dict(env_plain(), LD_PRELOAD=lib)),
+                            ("record", [tool, "-q", "-o", os.path.join(work, "pairs%d" % k), "--", prog, ops, "record"],
+                             env_plain())):
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=300)
+        if done.returncode != 0:
+            raise SystemExit("failed: %s\n%s" % (" ".join(argv), done.stderr.decode()[-2000:]))
+        for line in done.stdout.decode().splitlines():
+            key, _, rest = line.partition(" ")
+            if key in ("op_ns", "clock_ns"):
+                figures[mode + "_" + key] = float(rest.split()[0])
+    shutil.rmtree(os.path.join(work, "pairs%d" % k), ignore_errors=True)
+    return figures
+
+
+def clocksource():
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def main():
@@ -69,13 +111,18 @@ def main():
     ratio = {name: [] for name in added}
     torch_ops = None
     ours_ops = None
+    torch_names = {}
+    ours_names = {}
+    pairs = []
+    warmup = 2 if model == "resnet18" else 20  # torch_mlp_loop.py's warm-up steps
+    schedule = "skip_first=%d,wait=0,warmup=0,active=%d" % (warmup, iterations)
     for k in range(rounds):
         none = run([PYTHON, LOOP, "none", str(iterations), model], env_plain())["seconds"]
         floor = run([PYTHON, LOOP, "floor", str(iterations), model], floor_env)["seconds"]
         t = run([PYTHON, LOOP, "torch", str(iterations), model], env_plain())
         out = os.path.join(work, "out%d" % k)
-        ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--", PYTHON, LOOP, "none", str(iterations), model],
-                   ours_env)["seconds"]
+        ours = run([tool, "-q", "-o", out, "--pytorch-ops", "--schedule", schedule, "--", PYTHON, LOOP, "none",
+                    str(iterations), model], ours_env)["seconds"]
         ts = run([PYTHON, LOOP, "torch-shapes", str(iterations), model], env_plain())["seconds"]
         out_shapes = os.path.join(work, "shapes%d" % k)
         ours_shapes = run([tool, "-q", "-o", out_shapes, "--record-shapes", "--", PYTHON, LOOP, "none", str(iterations), model],
@@ -87,9 +134,14 @@ def main():
                          ours_env)["seconds"]
         shutil.rmtree(out_stack, ignore_errors=True)
         torch_ops = t["ops"]
+        torch_names = t["names"]
         with open(os.path.join(out, "summary.json")) as f:
             summary = json.load(f)
-        ours_ops = sum(o["calls"] for o in summary["ops"] if o.get("kind") == "cpu_op")
+        ours_names = {o["name"]: o["calls"] for o in summary["ops"] if o.get("kind") == "cpu_op"}
+        ours_ops = sum(ours_names.values())
+        p = observer_pairs(build, tool, work, k)
+        if p is not None:
+            pairs.append(p)
         for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours), ("torch_shapes", ts),
                               ("ours_shapes", ours_shapes), ("torch_stack", tk), ("ours_stack", ours_stack)):
             added[name].append((seconds - none) / torch_ops * 1e9)
@@ -100,8 +152,13 @@ def main():
               (k + 1, none, added["floor"][-1], added["torch"][-1], added["ours"][-1], added["torch_shapes"][-1],
                added["ours_shapes"][-1], added["torch_stack"][-1], added["ours_stack"][-1]), flush=True)
         shutil.rmtree(out, ignore_errors=True)
-    print("ops in the timed loop: torch.profiler counts %d (plus the warm-up's in torchprof's whole run: %d recorded)" %
-          (torch_ops, ours_ops))
+    print("ops in the timed loop (the last round): torch.profiler counts %d, torchprof recorded %d in its %d steps" %
+          (torch_ops, ours_ops, iterations))
+    differ = sorted(n for n in set(torch_names) | set(ours_names) if torch_names.get(n, 0) != ours_names.get(n, 0))
+    print("  names with other counts: %d of %d%s" %
+          (len(differ), len(set(torch_names) | set(ours_names)),
+           "".join("\n    %s: torch.profiler %d, torchprof %d" % (n, torch_names.get(n, 0), ours_names.get(n, 0))
+                   for n in differ)))
     for name, label in (("floor", "do-nothing callback (floor)"), ("torch", "torch.profiler"),
                         ("ours", "torchprof --pytorch-ops"), ("torch_shapes", "torch.profiler record_shapes"),
                         ("ours_shapes", "torchprof --record-shapes"), ("torch_stack", "torch.profiler with_stack"),
@@ -112,6 +169,14 @@ def main():
               (label, statistics.median(v), min(v), max(v), len(v), statistics.median(r), min(r), max(r)))
     print("torchprof above the floor: median %+.0f ns/op" %
           statistics.median([o - f for o, f in zip(added["ours"], added["floor"])]))
+    if pairs:
+        floor_cb = [p["floor_op_ns"] - p["none_op_ns"] for p in pairs]
+        ours_cb = [p["record_op_ns"] - p["floor_op_ns"] for p in pairs]
+        clock = [p["record_clock_ns"] for p in pairs]
+        print("the callbacks alone (bench/observer_pairs, no torch), per op: do-nothing %+.1f ns, recording %+.1f ns "
+              "above them (min %+.1f, max %+.1f), of which two clock reads at %.1f ns each (clocksource %s)" %
+              (statistics.median(floor_cb), statistics.median(ours_cb), min(ours_cb), max(ours_cb),
+               statistics.median(clock), clocksource()))
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -30,47 +30,59 @@ inline uint64_t hash_bytes(const char* s, size_t n) {
 }
 
 // In front of StringIntern for C strings that a program passes again and again from
-// the same address (NVTX messages are mostly literals): remembers (address, text, id)
-// of short names, so that a repeated name costs one comparison of its bytes instead
-// of measuring, hashing and probing. The bytes are always compared, never trusted by
-// address alone: a buffer reused for another name misses. Fixed size, direct-mapped.
+// the same address (NVTX messages are mostly literals; torch's op names live in its
+// operator schemas): remembers (address, text, id) of names up to kMaxLen bytes, so
+// that a repeated name costs one comparison of its bytes instead of measuring, hashing
+// and probing. The bytes are always compared, never trusted by address alone: a buffer
+// reused for another name misses. Set-associative, kWays names per set, so that one
+// address holding a few names in turn (the heap block of a std::string that torch
+// fills with a different autograd node's name at each call) keeps them all, and names
+// whose addresses share a set do not push each other out. Fixed size.
 class AddressCache {
  public:
-  static constexpr uint32_t kMaxLen = 47;
+  static constexpr uint32_t kMaxLen = 63;  // "autograd::engine::evaluate_function: AddmmBackward0" fits
 
   // The id remembered for the NUL-terminated `s`, or 0.
   uint32_t find(const char* s) const {
-    const Entry& e = entries_[slot(s)];
-    if (e.address != s || e.id == 0) return 0;
-    // Stops at the first difference or NUL: never reads past the end of `s`.
-    return strncmp(e.text, s, size_t{e.len} + 1) == 0 ? e.id : 0;
+    const Set& set = sets_[set_of(s)];
+    for (uint32_t w = 0; w < kWays; ++w) {
+      if (set.address[w] != s || set.id[w] == 0) continue;
+      // Stops at the first difference or NUL: never reads past the end of `s`.
+      if (strncmp(set.text[w], s, size_t{set.len[w]} + 1) == 0) return set.id[w];
+    }
+    return 0;
   }
 
   // `s` (at `address`, `len` bytes as strnlen measured them) is defined under `id` in
-  // this stream.
+  // this stream. Takes the way after the one taken last in its set.
   void remember(const char* address, const char* s, uint32_t len, uint32_t id) {
     if (len > kMaxLen) return;
-    Entry& e = entries_[slot(address)];
-    e.address = address;
-    e.id = id;
-    e.len = len;
-    memcpy(e.text, s, len);
-    e.text[len] = '\0';
+    Set& set = sets_[set_of(address)];
+    const uint32_t w = set.next++ % kWays;
+    set.address[w] = address;
+    set.id[w] = id;
+    set.len[w] = static_cast<uint8_t>(len);
+    memcpy(set.text[w], s, len);
+    set.text[w][len] = '\0';
   }
 
  private:
-  static constexpr uint32_t kEntries = 64;  // power of two
-  struct Entry {
-    const char* address;
-    uint32_t id;  // 0 = empty
-    uint32_t len;
-    char text[kMaxLen + 1];
+  static constexpr uint32_t kSets = 64;  // power of two
+  static constexpr uint32_t kWays = 4;
+  // The addresses, ids and lengths of a set in its first cache line; the texts after.
+  struct alignas(64) Set {
+    const char* address[kWays];
+    uint32_t id[kWays];  // 0 = empty
+    uint8_t len[kWays];
+    uint32_t next;
+    char text[kWays][kMaxLen + 1];
   };
-  static uint32_t slot(const char* s) {
+  static_assert(offsetof(Set, text) <= 64, "a set's addresses, ids and lengths share one cache line");
+  static uint32_t set_of(const char* s) {
     const auto a = reinterpret_cast<uintptr_t>(s);
-    return static_cast<uint32_t>((a ^ (a >> 7)) & (kEntries - 1));
+    return static_cast<uint32_t>((a ^ (a >> 6) ^ (a >> 12)) & (kSets - 1));
   }
-  Entry entries_[kEntries] = {};
+  Set sets_[kSets] = {};
 };
 
 class StringIntern {

@@ -1,5 +1,7 @@
 #include "inject/thread_buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <new>
 
@@ -114,6 +116,10 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
   tb->alloc_bytes = struct_bytes;
   tb->segment_bytes = configured / 2;
   tb->huge_pages = huge;
+  if (!huge) {
+    tb->first_block = first;
+    tb->first_block_bytes = bytes;
+  }
   tb->stream.init(place_segment(first, half));
   tb->spares[0].store(place_segment(second, half), std::memory_order_relaxed);
   tb->intern.init();
@@ -136,6 +142,15 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
     }
   }
   return tb;
+}
+
+void populate_first_block(ThreadBuffer* tb) {
+  if (tb->first_block == nullptr) return;
+#ifdef MADV_POPULATE_WRITE
+  // Pages already written stay as they are; an older kernel says EINVAL, and nothing changes.
+  madvise(tb->first_block, tb->first_block_bytes, MADV_POPULATE_WRITE);
+#endif
+  tb->first_block = nullptr;
 }
 
 wire::arena::Position arena_position(const ThreadBuffer* tb) {

@@ -308,6 +308,48 @@ TEST_CASE("names passed again from the same address: id by comparing the bytes, 
   sem_destroy(&wake);
 }
 
+TEST_CASE("the address cache keeps a few names of one address, and torch's longer op names") {
+  sem_t wake;
+  sem_init(&wake, 0, 0);
+  ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
+  REQUIRE(tb != nullptr);
+  // One heap block that torch fills with another autograd node's name at each call.
+  char block[80];
+  const char* names[] = {"autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0",
+                         "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                         "torch::autograd::AccumulateGrad"};
+  uint32_t ids[4] = {};
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < 4; ++k) {
+      std::strcpy(block, names[k]);
+      const ti::NameRef name = ti::cached_ascii_name(tb, block);
+      if (std::strlen(names[k]) > ti::AddressCache::kMaxLen) {
+        CHECK(name.text == block);  // 67 bytes: never cached, interned by content each time
+      } else if (round == 0) {
+        CHECK(name.text == block);  // first sight: measured and defined
+      } else {
+        CHECK(name.text == nullptr);  // every later round: from the cache, the same id
+        CHECK(name.id == ids[k]);
+      }
+      ti::record_push(tb, 0, name, 0, 0);
+      ti::StringIntern::Probe probe;
+      if (round == 0) ids[k] = tb->intern.find(names[k], static_cast<uint32_t>(std::strlen(names[k])), &probe);
+    }
+  }
+  // Many literal-like names at nearby addresses: each found again, none pushed out.
+  std::vector<std::string> many;
+  for (int k = 0; k < 48; ++k) many.push_back("aten::op_" + std::to_string(k));
+  for (const std::string& n : many) ti::record_push(tb, 0, ti::cached_ascii_name(tb, n.c_str()), 0, 0);
+  int hits = 0;
+  for (const std::string& n : many) hits += ti::cached_ascii_name(tb, n.c_str()).text == nullptr ? 1 : 0;
+  CHECK(hits == 48);
+  std::vector<std::string> strings;
+  drain(tb, &strings);
+  CHECK(strings.size() == 4 + 48);  // each name defined once: the long one by content
+  ti::destroy_thread_buffer(tb);
+  sem_destroy(&wake);
+}
+
 namespace {
 
 // A machine for TscSteering: the TSC counts at `ghz`; CLOCK_MONOTONIC runs `ppm` off
