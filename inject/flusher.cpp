@@ -189,7 +189,7 @@ void Flusher::drain_all(bool final) {
   pthread_mutex_unlock(&ps_->threads_mu);
   bool pending = false;
   for (ThreadBuffer* tb : snapshot_) {
-    populate_first_block(tb);  // first look: before any of its segments is read and handed back
+    populate_first_block(tb);  // before any of its segments is read and handed back
     pending = pending || tb->stream.consumer_head() != tb->stream.consumer_tail();
   }
   if (pending) conn_.ensure(config(), now_ns());
@@ -237,7 +237,7 @@ void Flusher::pump_gpu() {
     gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake,
                                 config().huge_pages);
     if (gpu_ == nullptr) return;
-    populate_first_block(gpu_);
+    gpu_->first_block = nullptr;  // CUPTI's records come in megabytes: it faults them in as it writes
     pthread_mutex_lock(&ps_->threads_mu);
     ps_->threads.push_back(gpu_);
     pthread_mutex_unlock(&ps_->threads_mu);

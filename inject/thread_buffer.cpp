@@ -146,6 +146,11 @@ ThreadBuffer* create_thread_buffer(uint32_t buffer_kb, uint32_t tid, bool is_mai
 
 void populate_first_block(ThreadBuffer* tb) {
   if (tb->first_block == nullptr) return;
+  if (tb->segments_taken.load(std::memory_order_relaxed) != 0) {
+    tb->first_block = nullptr;  // past its first segment: that one may have been handed back
+    return;
+  }
+  if (tb->stream.consumer_head() < kPopulateAfterSlots) return;
 #ifdef MADV_POPULATE_WRITE
   // Pages already written stay as they are; an older kernel says EINVAL, and nothing changes.
   madvise(tb->first_block, tb->first_block_bytes, MADV_POPULATE_WRITE);

@@ -64,10 +64,10 @@ struct ThreadBuffer {
   uint64_t taken_seen = 0;      // segments_taken at the flusher's last look
   uint64_t head_seen = 0;       // the head then
   uint64_t busy_at_ns = 0;      // the last look that found it filling segments
-  // The thread's first two segments, one block: faulted in by the flusher at its first
-  // look (populate_first_block), so that the program's thread does not take a page fault
-  // per 4 KiB as it first writes them. Null once done, or when the thread faults them in
-  // itself (2 MiB pages).
+  // The thread's first two segments, one block: faulted in by the flusher once the thread
+  // has written enough to show it is a busy one (populate_first_block), so that the
+  // program's thread does not take a page fault per 4 KiB as it writes them. Null once
+  // done, once too late, or when the thread faults them in itself (2 MiB pages).
   void* first_block = nullptr;
   uint64_t first_block_bytes = 0;
   // Where the collector finds this stream after a kill (arena.h); nullptr when the buffer
@@ -76,10 +76,12 @@ struct ThreadBuffer {
   uint64_t alloc_bytes = 0;     // what this struct's own memory took (arena block), 0: heap
 };
 
-// Faults the thread's first block in, writable, without writing to it (flusher only, at
-// its first look at the thread, before it hands any of the thread's segments back):
-// MADV_POPULATE_WRITE, where the kernel has it (5.14); elsewhere the thread faults them
-// in itself as before.
+// Faults the thread's first block in, writable, without writing to it (flusher only):
+// once the thread has written kPopulateAfterSlots, and only while it still writes its
+// first segment (both halves are its own then: neither has been handed back). A thread
+// that writes a few records keeps the few pages it touched. MADV_POPULATE_WRITE, where
+// the kernel has it (5.14); elsewhere the thread faults them in itself as before.
+constexpr uint64_t kPopulateAfterSlots = 2048;  // 64 KiB: a thousand ops
 void populate_first_block(ThreadBuffer* tb);
 
 // The stream's position as the shared arena keeps it (wire/arena.h): where its unsent

@@ -3,6 +3,7 @@
 // drop counting past it, the flusher's spares and pool, the budget, and the cap's setting.
 #include <doctest/doctest.h>
 #include <semaphore.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdint>
@@ -393,4 +394,57 @@ TEST_CASE("TORCHPROF_BUFFER_LIMIT: MiB by default, K/M/G suffixes, nothing else 
   CHECK(ti::parse_buffer_size("") == 0);
   CHECK(ti::parse_buffer_size("M") == 0);
   CHECK(ti::parse_buffer_size("99999999999999999999999") == 0);
+}
+
+namespace {
+
+// Pages of [p, p + bytes) the process has in memory now.
+size_t resident_pages(const void* p, size_t bytes) {
+  const size_t page = 4096;
+  std::vector<unsigned char> in(bytes / page);
+  REQUIRE(mincore(const_cast<void*>(p), bytes, in.data()) == 0);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the first block is faulted in for a busy thread, and only while both halves are the thread's") {
+  Wake wake;
+  uint64_t payload = 0;
+  SUBCASE("a thread that writes little keeps the pages it touched") {
+    ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/1024, 1, true, &wake.sem);
+    REQUIRE(tb != nullptr);
+    void* block = tb->first_block;
+    REQUIRE(block != nullptr);
+    CHECK(tb->first_block_bytes == 1u << 20);
+    for (int i = 0; i < 100; ++i) ti::record_mark(tb, 0, ti::ascii_name("m"), 0, payload++);
+    const size_t before = resident_pages(block, tb->first_block_bytes);
+    ti::populate_first_block(tb);
+    CHECK(tb->first_block == block);  // not yet: it may never write more
+    CHECK(resident_pages(block, 1u << 20) == before);
+    // Past kPopulateAfterSlots: every page of both halves, and the records as written.
+    while (tb->stream.consumer_head() < ti::kPopulateAfterSlots) {
+      ti::record_mark(tb, 0, ti::ascii_name("m"), 0, payload++);
+    }
+    ti::populate_first_block(tb);
+    CHECK(tb->first_block == nullptr);
+#ifdef MADV_POPULATE_WRITE
+    CHECK(resident_pages(block, 1u << 20) == 256);
+#endif
+    const std::vector<tw::Record> recs = read_all(tb);
+    REQUIRE(recs.size() == payload + 1);  // the name's kString, then every mark
+    for (uint64_t i = 0; i < payload; ++i) CHECK(recs[i + 1].b == i);
+    ti::destroy_thread_buffer(tb);
+  }
+  SUBCASE("a thread already past its first segment is left as it is") {
+    ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, 1, true, &wake.sem);
+    REQUIRE(tb != nullptr);
+    mark_until(tb, 1, &payload);
+    ti::populate_first_block(tb);
+    CHECK(tb->first_block == nullptr);
+    read_all(tb);
+    ti::destroy_thread_buffer(tb);
+  }
 }
