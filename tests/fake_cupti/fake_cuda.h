@@ -67,8 +67,16 @@ FAKECUDA_EXPORT uint32_t fakecuda_driver_launch_kernel(const char* mangled_name,
 // host side is pageable memory. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t duration_ns,
                                          int blocking);
+// The copy made by the runtime function of callback id `cbid` named `api_name`
+// (cudaMemcpy_ptds, ...), otherwise as fakecuda_memcpy.
+FAKECUDA_EXPORT uint32_t fakecuda_memcpy_as(uint32_t cbid, const char* api_name, uint64_t bytes, int kind,
+                                            uint32_t stream, uint64_t duration_ns, int blocking);
 // cudaMemsetAsync on device memory. Returns the correlation id.
 FAKECUDA_EXPORT uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns);
+// The set made by the runtime function of callback id `cbid` named `api_name` (cudaMemset,
+// cudaMemset_ptds, cudaMemsetAsync_ptsz), otherwise as fakecuda_memset.
+FAKECUDA_EXPORT uint32_t fakecuda_memset_as(uint32_t cbid, const char* api_name, uint64_t bytes, uint32_t stream,
+                                            uint64_t duration_ns);
 // cudaMalloc: returns a fake device address (512-byte aligned, never reused) and
 // emits a MEMORY2 ALLOCATION record of exactly `bytes`.
 FAKECUDA_EXPORT uint64_t fakecuda_malloc(uint64_t bytes);

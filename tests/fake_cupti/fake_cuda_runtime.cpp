@@ -210,11 +210,16 @@ uint32_t fakecuda_driver_launch_kernel(const char* mangled_name, uint64_t durati
 }
 
 uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t duration_ns, int blocking) {
+  const bool async = blocking == 0;
+  return fakecuda_memcpy_as(async ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+                            async ? "cudaMemcpyAsync" : "cudaMemcpy", bytes, kind, stream, duration_ns, blocking);
+}
+
+uint32_t fakecuda_memcpy_as(uint32_t cbid, const char* api_name, uint64_t bytes, int kind, uint32_t stream,
+                            uint64_t duration_ns, int blocking) {
   fakecuda_init();
   const bool async = blocking == 0;
-  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API,
-                   async ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-                   async ? "cudaMemcpyAsync" : "cudaMemcpy");
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api_name);
   fc::driver_internals(async ? CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync : CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
                        async ? "cuMemcpyAsync" : "cuMemcpy");
   const fc::GpuSpan span = fc::place_on_stream(stream, duration_ns);
@@ -224,8 +229,14 @@ uint32_t fakecuda_memcpy(uint64_t bytes, int kind, uint32_t stream, uint64_t dur
 }
 
 uint32_t fakecuda_memset(uint64_t bytes, uint32_t stream, uint64_t duration_ns) {
+  return fakecuda_memset_as(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync", bytes, stream,
+                            duration_ns);
+}
+
+uint32_t fakecuda_memset_as(uint32_t cbid, const char* api_name, uint64_t bytes, uint32_t stream,
+                            uint64_t duration_ns) {
   fakecuda_init();
-  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync");
+  fc::ApiCall call(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, api_name);
   fc::driver_internals(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, "cuMemsetD8Async");
   fc::append_memset(bytes, stream, call.correlation(), fc::place_on_stream(stream, duration_ns));
   return call.correlation();

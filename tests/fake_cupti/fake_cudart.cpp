@@ -159,14 +159,23 @@ cudaError_t memcpy_call(void* dst, const void* src, size_t bytes, cudaMemcpyKind
                         bool ptsz) {
   if (bytes != 0 && (dst == nullptr || src == nullptr)) return fail(cudaErrorInvalidValue);
   if (bytes != 0) std::memmove(dst, src, bytes);
-  fakecuda_memcpy(bytes, copy_kind(kind), stream_id(s, ptsz), copy_ns(bytes), async ? 0 : 1);
+  // Each form under its own callback id, as CUPTI names them.
+  const uint32_t cbid = async ? (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000
+                                      : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020)
+                              : (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  const char* name = async ? (ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") : (ptsz ? "cudaMemcpy_ptds" : "cudaMemcpy");
+  fakecuda_memcpy_as(cbid, name, bytes, copy_kind(kind), stream_id(s, ptsz), copy_ns(bytes), async ? 0 : 1);
   return cudaSuccess;
 }
 
-cudaError_t memset_call(void* p, int value, size_t bytes, cudaStream_t s, bool ptsz) {
+cudaError_t memset_call(void* p, int value, size_t bytes, cudaStream_t s, bool async, bool ptsz) {
   if (bytes != 0 && p == nullptr) return fail(cudaErrorInvalidValue);
   if (bytes != 0) std::memset(p, value, bytes);
-  fakecuda_memset(bytes, stream_id(s, ptsz), set_ns(bytes));
+  const uint32_t cbid = async ? (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000
+                                      : CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020)
+                              : (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000 : CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020);
+  const char* name = async ? (ptsz ? "cudaMemsetAsync_ptsz" : "cudaMemsetAsync") : (ptsz ? "cudaMemset_ptds" : "cudaMemset");
+  fakecuda_memset_as(cbid, name, bytes, stream_id(s, ptsz), set_ns(bytes));
   return cudaSuccess;
 }
 
@@ -398,15 +407,17 @@ FAKE_CUDART cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t 
                                              cudaStream_t s) {
   return memcpy_call(dst, src, bytes, kind, s, true, true);
 }
-FAKE_CUDART cudaError_t cudaMemset(void* p, int value, size_t bytes) { return memset_call(p, value, bytes, nullptr, false); }
+FAKE_CUDART cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  return memset_call(p, value, bytes, nullptr, false, false);
+}
 FAKE_CUDART cudaError_t cudaMemset_ptds(void* p, int value, size_t bytes) {
-  return memset_call(p, value, bytes, nullptr, true);
+  return memset_call(p, value, bytes, nullptr, false, true);
 }
 FAKE_CUDART cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
-  return memset_call(p, value, bytes, s, false);
+  return memset_call(p, value, bytes, s, true, false);
 }
 FAKE_CUDART cudaError_t cudaMemsetAsync_ptsz(void* p, int value, size_t bytes, cudaStream_t s) {
-  return memset_call(p, value, bytes, s, true);
+  return memset_call(p, value, bytes, s, true, true);
 }
 
 // ---- streams ----

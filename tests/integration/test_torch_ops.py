@@ -350,8 +350,53 @@ def no_shapes():
     check(shapes and None not in shapes, f"aten::addmm rows carry input shapes from the fallback: {shapes}")
 
 
+def gpu_time_on_ops():
+    """An op that calls the CUDA runtime, as a CUDA build's ops do (ops_gpu.py: a
+    torch.library op whose CPU kernel calls cudaMemset, inside record_function), on the
+    drop-in libcudart.so.13 over the fake libcupti: the memset's GPU time lands on the op
+    the observer recorded (Self CUDA) and on every range around it (CUDA total), through
+    the correlation id of the runtime call made inside it, as on a GPU. The drop-in
+    runtime's rule: a set of B bytes lasts 1 us + B/100 ns."""
+    import test_gpu_fake as gf
+
+    steps = 4
+    set_ns = sum(1000 + 1000 * (k + 1) // 100 for k in range(steps))
+    cache, env = cache_env(TORCHPROF_CUPTI_LIB=gf.fake_cupti(),
+                           LD_LIBRARY_PATH=tp.lib_path("fake_cuda") + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
+    env.pop("FAKE_CUPTI_FAIL", None)
+    r = run_py([script("ops_gpu.py"), str(steps)], options=["--pytorch-ops"], env=env, timeout=300)
+    check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
+    check_eq(r.stdout.decode().count("cudaMemset 0 bytes"), steps, f"the sets succeeded: {r.stdout.decode()}")
+    rows = {(o["kind"], o["name"]): o for o in r.summary["ops"]}
+    fill = rows.get(("cpu_op", "tp_gpu::fill"))
+    check(fill is not None, f"the op is a row: {sorted(rows)}")
+    check_eq(fill["calls"], steps, "calls of tp_gpu::fill")
+    gf.check_cuda(fill["self_cuda_ns"], set_ns, "Self CUDA of tp_gpu::fill")
+    section = rows.get(("cpu_op", "gpu_section"))
+    check(section is not None, "record_function's range is a row")
+    check_eq(section["self_cuda_ns"], 0, "Self CUDA of gpu_section (its op holds the set)")
+    gf.check_cuda(section["cuda_total_ns"], set_ns, "CUDA total of gpu_section")
+    memsets = gf.ops_of_kind(r.summary, "memset")
+    check_eq(sum(m["calls"] for m in memsets), steps, "memsets counted")
+    check_eq(rows.get(("cuda_api", "cudaMemset"), {}).get("calls"), steps, f"cudaMemset calls ({sorted(rows)})")
+    check("no recorded launching" not in r.stderr_text, r.stderr_text[-1500:])
+    # In the trace: the runtime call inside the op on the same thread, and the set's
+    # External id that of the op, as Kineto links them.
+    ops = [e for e in tp.all_trace_events(r, ph="X", cat="cpu_op") if e["name"] == "tp_gpu::fill"]
+    calls = [e for e in tp.all_trace_events(r, ph="X", cat="cuda_runtime") if e["name"] == "cudaMemset"]
+    sets = tp.all_trace_events(r, ph="X", cat="gpu_memset")
+    check_eq((len(ops), len(calls), len(sets)), (steps, steps, steps), "ops, runtime calls and sets in the trace")
+    for call in calls:
+        around = [o for o in ops if o["tid"] == call["tid"] and o["ts"] <= call["ts"]
+                  and call["ts"] + call["dur"] <= o["ts"] + o["dur"]]
+        check_eq(len(around), 1, f"cudaMemset at {call['ts']} lies inside one tp_gpu::fill")
+    op_ids = {o["args"].get("External id") for o in ops}
+    check({e["args"].get("External id") for e in sets} <= op_ids and None not in op_ids,
+          f"each set's External id is its op's: {[e['args'].get('External id') for e in sets]} in {op_ids}")
+
+
 SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, stacks_transformer,
-             second_thread, stacks_on_threads,
+             second_thread, stacks_on_threads, gpu_time_on_ops,
              unknown_version, wrong_layout, no_shapes]
 
 if __name__ == "__main__":
