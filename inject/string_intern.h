@@ -35,12 +35,13 @@ inline uint64_t hash_bytes(const char* s, size_t n) {
 // that a repeated name costs one comparison of its bytes instead of measuring, hashing
 // and probing. The bytes are always compared, never trusted by address alone: a buffer
 // reused for another name misses. Set-associative, kWays names per set, so that one
-// address holding a few names in turn (the heap block of a std::string that torch
+// address holding several names in turn (the heap block of a std::string that torch
 // fills with a different autograd node's name at each call) keeps them all, and names
 // whose addresses share a set do not push each other out. Fixed size.
 class AddressCache {
  public:
-  static constexpr uint32_t kMaxLen = 63;  // "autograd::engine::evaluate_function: AddmmBackward0" fits
+  // "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad" (67) fits.
+  static constexpr uint32_t kMaxLen = 95;
 
   // The id remembered for the NUL-terminated `s`, or 0.
   uint32_t find(const char* s) const {
@@ -67,9 +68,11 @@ class AddressCache {
   }
 
  private:
-  static constexpr uint32_t kSets = 64;  // power of two
-  static constexpr uint32_t kWays = 4;
-  // The addresses, ids and lengths of a set in its first cache line; the texts after.
+  // 8 ways: the SSO buffer of a std::string on torch's stack holds each autograd node's
+  // name in turn (AddmmBackward0, TBackward0, ReluBackward0, ... at one address).
+  static constexpr uint32_t kSets = 32;  // power of two
+  static constexpr uint32_t kWays = 8;
+  // The addresses of a set in its first cache line, then ids and lengths; the texts after.
   struct alignas(64) Set {
     const char* address[kWays];
     uint32_t id[kWays];  // 0 = empty
@@ -77,7 +80,7 @@ class AddressCache {
     uint32_t next;
     char text[kWays][kMaxLen + 1];
   };
-  static_assert(offsetof(Set, text) <= 64, "a set's addresses, ids and lengths share one cache line");
+  static_assert(offsetof(Set, id) == 64, "a set's addresses fill its first cache line");
   static uint32_t set_of(const char* s) {
     const auto a = reinterpret_cast<uintptr_t>(s);
     return static_cast<uint32_t>((a ^ (a >> 6) ^ (a >> 12)) & (kSets - 1));

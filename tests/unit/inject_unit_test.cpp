@@ -308,23 +308,26 @@ TEST_CASE("names passed again from the same address: id by comparing the bytes, 
   sem_destroy(&wake);
 }
 
-TEST_CASE("the address cache keeps a few names of one address, and torch's longer op names") {
+TEST_CASE("the address cache keeps several names of one address, and torch's longer op names") {
   sem_t wake;
   sem_init(&wake, 0, 0);
   ti::ThreadBuffer* tb = ti::create_thread_buffer(/*buffer_kb=*/16, /*tid=*/1, /*is_main=*/true, &wake);
   REQUIRE(tb != nullptr);
-  // One heap block that torch fills with another autograd node's name at each call.
-  char block[80];
-  const char* names[] = {"autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0",
-                         "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
-                         "torch::autograd::AccumulateGrad"};
-  uint32_t ids[4] = {};
+  // One buffer that torch fills with another autograd node's name at each call (the SSO
+  // buffer of a std::string on its stack, a heap block), and a name too long to cache.
+  char block[128];
+  const std::string too_long(ti::AddressCache::kMaxLen + 1, 'z');
+  const char* names[] = {"autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                         "torch::autograd::AccumulateGrad", "AddmmBackward0", "TBackward0", "ReluBackward0",
+                         "SubBackward0", "PowBackward0", too_long.c_str()};
+  constexpr int kNames = sizeof names / sizeof names[0];
+  uint32_t ids[kNames] = {};
   for (int round = 0; round < 3; ++round) {
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kNames; ++k) {
       std::strcpy(block, names[k]);
       const ti::NameRef name = ti::cached_ascii_name(tb, block);
       if (std::strlen(names[k]) > ti::AddressCache::kMaxLen) {
-        CHECK(name.text == block);  // 67 bytes: never cached, interned by content each time
+        CHECK(name.text == block);  // never cached: interned by content each time
       } else if (round == 0) {
         CHECK(name.text == block);  // first sight: measured and defined
       } else {
@@ -345,7 +348,7 @@ TEST_CASE("the address cache keeps a few names of one address, and torch's longe
   CHECK(hits == 48);
   std::vector<std::string> strings;
   drain(tb, &strings);
-  CHECK(strings.size() == 4 + 48);  // each name defined once: the long one by content
+  CHECK(strings.size() == kNames + 48);  // each name defined once: the long one by content
   ti::destroy_thread_buffer(tb);
   sem_destroy(&wake);
 }
