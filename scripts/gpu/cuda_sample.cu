@@ -36,6 +36,7 @@ struct Options {
   int iters = 10;
   long long spin_cycles = 3000000;  // about 1.5 ms at ~2 GHz
   int n = 1 << 24;                  // saxpy elements; copies move n floats
+  int grid_scale = 1;               // the kernels' grids times this (more waves, longer kernels)
   std::string out;
 };
 
@@ -77,10 +78,12 @@ Options parse(int argc, char** argv) {
       o.spin_cycles = std::atoll(v), ++i;
     } else if (a == "--n" && v) {
       o.n = std::atoi(v), ++i;
+    } else if (a == "--grid-scale" && v) {
+      o.grid_scale = std::max(1, std::atoi(v)), ++i;
     } else if (a == "--out" && v) {
       o.out = v, ++i;
     } else {
-      std::fprintf(stderr, "usage: cuda_sample [--iters N] [--spin-cycles C] [--n ELEMS] [--out REF.json]\n");
+      std::fprintf(stderr, "usage: cuda_sample [--iters N] [--spin-cycles C] [--n ELEMS] [--grid-scale K] [--out REF.json]\n");
       std::exit(2);
     }
   }
@@ -149,12 +152,12 @@ double iteration(const Options& o, int k, Buffers& b, cudaStream_t s0, cudaStrea
     Timed& busy = begin(timed, kBusyName, "kernel", s1);
     // One wave of blocks that all spin as long: on an H200 (132 SMs) as long as one thread;
     // on tests/fake_cupti's drop-in runtime (10 us + 10 ns per thread) 2.6 ms, long too.
-    busy_kernel<<<256, 1024, 0, s1>>>(o.spin_cycles);
+    busy_kernel<<<256 * o.grid_scale, 1024, 0, s1>>>(o.spin_cycles);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaEventRecord(busy.stop, s1));
   }
   Timed& sx = begin(timed, kSaxpyName, "kernel", s0);
-  saxpy<<<1024, 256, 0, s0>>>(o.n, 2.0f, b.x, b.y);
+  saxpy<<<1024 * o.grid_scale, 256, 0, s0>>>(o.n, 2.0f, b.x, b.y);
   CHECK_CUDA(cudaGetLastError());
   CHECK_CUDA(cudaEventRecord(sx.stop, s0));
   nvtxRangePop();
