@@ -34,7 +34,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:exitcode=66:second_deadlock_stack=1}
 cd "$build"
 # shellcheck disable=SC2086 # CTEST_ARGS is a list of words on purpose
-# Left out under ASan as well: the nvcc-built programs, which load the drop-in fake
-# libcudart.so.13 (built with the sanitizer) into a process without its runtime, and
-# gpu_cap, whose fake CUPTI drops records when the sanitizer slows the flush down.
-ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:--LE timed -E test_nvcc|gpu_check_dry|test_buffers.gpu_cap}
+# Left out under ASan as well: the nvcc-built programs and test_torch_ops.gpu_time_on_ops
+# (python), which load the drop-in fake libcudart.so.13 (built with the sanitizer) into a
+# process without its runtime, and gpu_cap, whose fake CUPTI drops records when the
+# sanitizer slows the flush down.
+ctest --output-on-failure -j "$jobs" ${CTEST_ARGS:--LE timed -E test_nvcc|gpu_check_dry|test_buffers.gpu_cap|gpu_time_on_ops}
