@@ -111,15 +111,13 @@ def main():
     cache = os.path.join(work, "cache")
     floor_env = dict(env_plain(), LD_PRELOAD=lib)
     ours_env = dict(env_plain(), XDG_CACHE_HOME=cache)
-    added = {"floor": [], "torch": [], "ours": [], "torch_shapes": [], "ours_shapes": [], "torch_stack": [],
-             "ours_stack": []}
-    ratio = {name: [] for name in added}
     torch_ops = None
     ours_ops = None
     torch_names = {}
     ours_names = {}
     pairs = []
-    times = {}  # mode -> its loop times, a round each
+    times = {}  # mode ("none" too) -> its loop time in each round
+    round_ops = []  # the ops torch.profiler counted in each round
     warmup = 2 if model == "resnet18" else 20  # torch_mlp_loop.py's warm-up steps
     schedule = "skip_first=%d,wait=0,warmup=0,active=%d" % (warmup, iterations)
     for k in range(rounds):
@@ -145,7 +143,6 @@ def main():
                         PYTHON, LOOP, "none", str(iterations), model], dict(ours_env, XDG_CACHE_HOME=cache + "-base"))
             shutil.rmtree(out_base, ignore_errors=True)
             times.setdefault("base", []).append(base["seconds"])
-            added.setdefault("base", []).append((base["seconds"] - none) / t["ops"] * 1e9)
         torch_ops = t["ops"]
         torch_names = t["names"]
         with open(os.path.join(out, "summary.json")) as f:
@@ -155,12 +152,13 @@ def main():
         p = observer_pairs(build, tool, work, k)
         if p is not None:
             pairs.append(p)
-        for name, seconds in (("floor", floor), ("torch", t["seconds"]), ("ours", ours), ("torch_shapes", ts),
-                              ("ours_shapes", ours_shapes), ("torch_stack", tk), ("ours_stack", ours_stack)):
-            added[name].append((seconds - none) / torch_ops * 1e9)
-            ratio[name].append(seconds / none)
+        for name, seconds in (("none", none), ("floor", floor), ("torch", t["seconds"]), ("ours", ours),
+                              ("torch_shapes", ts), ("ours_shapes", ours_shapes), ("torch_stack", tk),
+                              ("ours_stack", ours_stack)):
             times.setdefault(name, []).append(seconds)
-        times.setdefault("none", []).append(none)
+        round_ops.append(torch_ops)
+        added = {name: [(s - n) / ops * 1e9 for s, n, ops in zip(v, times["none"], round_ops)]
+                 for name, v in times.items()}
         print("round %d: none %.3f s, floor %+.0f ns/op, torch %+.0f ns/op, torchprof %+.0f ns/op, "
               "torch shapes %+.0f ns/op, torchprof shapes %+.0f ns/op, torch stack %+.0f ns/op, "
               "torchprof stack %+.0f ns/op" %
@@ -179,7 +177,7 @@ def main():
                         ("ours_shapes", "torchprof --record-shapes"), ("torch_stack", "torch.profiler with_stack"),
                         ("ours_stack", "torchprof --with-stack")):
         v = added[name]
-        r = ratio[name]
+        r = [s / n for s, n in zip(times[name], times["none"])]
         print("%-30s median %+7.0f ns/op  (min %+.0f, max %+.0f, %d rounds); loop time %.3fx (%.3f..%.3fx)" %
               (label, statistics.median(v), min(v), max(v), len(v), statistics.median(r), min(r), max(r)))
     print("torchprof above the floor: median %+.0f ns/op" %

@@ -237,7 +237,8 @@ void Flusher::pump_gpu() {
     gpu_ = create_thread_buffer(config().buffer_kb * 4, gpu_stream_tid(ps_->pid), /*is_main=*/false, &ps_->wake,
                                 config().huge_pages);
     if (gpu_ == nullptr) return;
-    gpu_->first_block = nullptr;  // CUPTI's records come in megabytes: it faults them in as it writes
+    // Written by this thread alone: faulting its block in here would move its faults, not spare any.
+    gpu_->first_block = nullptr;
     pthread_mutex_lock(&ps_->threads_mu);
     ps_->threads.push_back(gpu_);
     pthread_mutex_unlock(&ps_->threads_mu);

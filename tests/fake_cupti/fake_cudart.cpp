@@ -156,25 +156,17 @@ int copy_kind(cudaMemcpyKind kind) {
 }
 
 cudaError_t memcpy_call(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s, bool async,
-                        bool ptsz) {
+                        bool ptsz, uint32_t cbid, const char* name) {
   if (bytes != 0 && (dst == nullptr || src == nullptr)) return fail(cudaErrorInvalidValue);
   if (bytes != 0) std::memmove(dst, src, bytes);
-  // Each form under its own callback id, as CUPTI names them.
-  const uint32_t cbid = async ? (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000
-                                      : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020)
-                              : (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000 : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
-  const char* name = async ? (ptsz ? "cudaMemcpyAsync_ptsz" : "cudaMemcpyAsync") : (ptsz ? "cudaMemcpy_ptds" : "cudaMemcpy");
   fakecuda_memcpy_as(cbid, name, bytes, copy_kind(kind), stream_id(s, ptsz), copy_ns(bytes), async ? 0 : 1);
   return cudaSuccess;
 }
 
-cudaError_t memset_call(void* p, int value, size_t bytes, cudaStream_t s, bool async, bool ptsz) {
+cudaError_t memset_call(void* p, int value, size_t bytes, cudaStream_t s, bool ptsz, uint32_t cbid,
+                        const char* name) {
   if (bytes != 0 && p == nullptr) return fail(cudaErrorInvalidValue);
   if (bytes != 0) std::memset(p, value, bytes);
-  const uint32_t cbid = async ? (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000
-                                      : CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020)
-                              : (ptsz ? CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000 : CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020);
-  const char* name = async ? (ptsz ? "cudaMemsetAsync_ptsz" : "cudaMemsetAsync") : (ptsz ? "cudaMemset_ptds" : "cudaMemset");
   fakecuda_memset_as(cbid, name, bytes, stream_id(s, ptsz), set_ns(bytes));
   return cudaSuccess;
 }
@@ -394,30 +386,35 @@ FAKE_CUDART cudaError_t cudaFreeHost(void* p) {
   return cudaSuccess;
 }
 FAKE_CUDART cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return memcpy_call(dst, src, bytes, kind, nullptr, false, false);
+  return memcpy_call(dst, src, bytes, kind, nullptr, false, false, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+                     "cudaMemcpy");
 }
 FAKE_CUDART cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  return memcpy_call(dst, src, bytes, kind, nullptr, false, true);
+  return memcpy_call(dst, src, bytes, kind, nullptr, false, true, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+                     "cudaMemcpy_ptds");
 }
 FAKE_CUDART cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                         cudaStream_t s) {
-  return memcpy_call(dst, src, bytes, kind, s, true, false);
+  return memcpy_call(dst, src, bytes, kind, s, true, false, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                     "cudaMemcpyAsync");
 }
 FAKE_CUDART cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                              cudaStream_t s) {
-  return memcpy_call(dst, src, bytes, kind, s, true, true);
+  return memcpy_call(dst, src, bytes, kind, s, true, true, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+                     "cudaMemcpyAsync_ptsz");
 }
 FAKE_CUDART cudaError_t cudaMemset(void* p, int value, size_t bytes) {
-  return memset_call(p, value, bytes, nullptr, false, false);
+  return memset_call(p, value, bytes, nullptr, false, CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020, "cudaMemset");
 }
 FAKE_CUDART cudaError_t cudaMemset_ptds(void* p, int value, size_t bytes) {
-  return memset_call(p, value, bytes, nullptr, false, true);
+  return memset_call(p, value, bytes, nullptr, true, CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000, "cudaMemset_ptds");
 }
 FAKE_CUDART cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
-  return memset_call(p, value, bytes, s, true, false);
+  return memset_call(p, value, bytes, s, false, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync");
 }
 FAKE_CUDART cudaError_t cudaMemsetAsync_ptsz(void* p, int value, size_t bytes, cudaStream_t s) {
-  return memset_call(p, value, bytes, s, true, true);
+  return memset_call(p, value, bytes, s, true, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+                     "cudaMemsetAsync_ptsz");
 }
 
 // ---- streams ----

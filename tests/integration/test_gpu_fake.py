@@ -26,6 +26,16 @@ def fake_cupti():
     return path
 
 
+def drop_in_runtime(env):
+    """`env` (changed and returned) for a program that loads libcudart.so.13: the drop-in
+    runtime of tests/fake_cupti first on LD_LIBRARY_PATH, tracing through the fake
+    libcupti, which fails nothing on purpose."""
+    env.pop("FAKE_CUPTI_FAIL", None)
+    env["TORCHPROF_CUPTI_LIB"] = fake_cupti()
+    env["LD_LIBRARY_PATH"] = tp.lib_path("fake_cuda") + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    return env
+
+
 def expectations(scenario):
     path = os.path.join(tp.fresh_dir("expect_" + scenario), "expect.json")
     proc = subprocess.run([tp.bin_path("gpu_workload"), "--no-run", "--expect", path, scenario],

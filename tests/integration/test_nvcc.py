@@ -40,10 +40,7 @@ def sample(name):
 
 def run_sample(name):
     out_dir = os.path.join(tp.fresh_dir("nvcc_" + name), "out")
-    env = dict(os.environ)
-    env.pop("FAKE_CUPTI_FAIL", None)
-    env["TORCHPROF_CUPTI_LIB"] = gf.fake_cupti()
-    env["LD_LIBRARY_PATH"] = tp.lib_path("fake_cuda") + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    env = gf.drop_in_runtime(dict(os.environ))
     result = tp.run_tool(["-o", out_dir, "--", sample(name)], timeout=120, env=env)
     result.out_dir = out_dir
     return result

@@ -361,9 +361,8 @@ def gpu_time_on_ops():
 
     steps = 4
     set_ns = sum(1000 + 1000 * (k + 1) // 100 for k in range(steps))
-    cache, env = cache_env(TORCHPROF_CUPTI_LIB=gf.fake_cupti(),
-                           LD_LIBRARY_PATH=tp.lib_path("fake_cuda") + os.pathsep + os.environ.get("LD_LIBRARY_PATH", ""))
-    env.pop("FAKE_CUPTI_FAIL", None)
+    cache, env = cache_env()
+    gf.drop_in_runtime(env)
     r = run_py([script("ops_gpu.py"), str(steps)], options=["--pytorch-ops"], env=env, timeout=300)
     check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
     check_eq(r.stdout.decode().count("cudaMemset 0 bytes"), steps, f"the sets succeeded: {r.stdout.decode()}")
