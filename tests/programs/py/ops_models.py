@@ -11,11 +11,13 @@ threads of autograd nodes to OUT.json; with --shapes (record_shapes=True), also 
 calls per (op name, input shapes) as torch's FunctionEvents list them; with --stacks
 (with_stack=True), the calls per (op name, innermost frame of the program's). --memory-profiler runs torch.profiler with
 profile_memory=True and the schedule wait=1, warmup=1, active=STEPS-2, and writes each
-op name's CPU Mem and Self CPU Mem over the active steps and the bytes allocated in them. --thread runs one more forward pass of a small
+op name's CPU Mem and Self CPU Mem over the active steps, the records its placing of them may have
+moved (memory_edges), and the bytes allocated in them. --thread runs one more forward pass of a small
 model on a second Python thread in every step. --check-profiler prints whether torch's
 profiler reads as enabled inside a step.
 """
 
+import bisect
 import json
 import sys
 import threading
@@ -207,6 +209,62 @@ def summarize(prof):
     return {"steps": out, "main_thread": threading.get_native_id()}
 
 
+def memory_edges(prof, ops):
+    """Where torch's placing of [memory] records differs from their order on the op's
+    thread (how torchprof places them), per op name, into `ops`.
+
+    torch counts a record for every op whose closed interval holds the record's time, on
+    any thread (other_threads: the bytes of other threads' records it counted).
+    - torch 1.13 keeps whole microseconds, an op's end its start plus its truncated
+      duration. A record on the op's thread in the interval's first or last microsecond
+      may have been made before or after the op (edge_in, counted by torch), and one in
+      the microsecond after it inside the op (edge_out, not counted).
+    - torch 2.x keeps nanoseconds, but compares them after a round trip through float
+      microseconds (start_ns() / 1000 * 1000), which moves the interval's edges by up to
+      the float's spacing (0.25 µs at today's epoch time). Records it counted that lie
+      outside the op, and records inside that it did not, are known: `correction` is the
+      bytes to add to torch's value for them. A record at an edge's very nanosecond is
+      an edge_in or edge_out record."""
+    result = prof.profiler.kineto_results
+    records = [e for e in result.events() if e.name() == "[memory]" and int(e.device_type()) == 0]
+    fine = hasattr(result, "trace_start_ns")
+    if fine:
+        start = result.trace_start_ns()
+        times = [e.start_ns() for e in records]
+    else:
+        start = result.trace_start_us()
+        times = [e.start_us() for e in records]
+    order = sorted(range(len(records)), key=lambda i: times[i])
+    sorted_times = [times[i] for i in order]
+    for fe in prof.profiler.function_events:
+        row = ops.get(fe.key)
+        if row is None or fe.name == "[memory]" or fe.name.startswith("ProfilerStep"):
+            continue
+        if fine:
+            lo, hi = start + round(fe.time_range.start * 1000), start + round(fe.time_range.end * 1000)
+            counted_lo, counted_hi = lo / 1000 * 1000, hi / 1000 * 1000
+            margin = 2000
+        else:
+            lo, hi = start + fe.time_range.start, start + fe.time_range.end
+            counted_lo, counted_hi = lo, hi
+            margin = 1
+        for k in range(bisect.bisect_left(sorted_times, lo - margin),
+                       bisect.bisect_right(sorted_times, hi + margin)):
+            rec, t = records[order[k]], sorted_times[k]
+            counted = counted_lo <= t <= counted_hi
+            if rec.start_thread_id() != fe.thread:
+                row["other_threads"] += rec.nbytes() if counted else 0
+            elif fine:
+                if t == lo or t == hi:
+                    row["edge_in" if counted else "edge_out"].append(rec.nbytes())
+                elif counted != (lo < t < hi):
+                    row["correction"] += rec.nbytes() if not counted else -rec.nbytes()
+            elif counted and (t == lo or t == hi):
+                row["edge_in"].append(rec.nbytes())
+            elif not counted and t == hi + 1:
+                row["edge_out"].append(rec.nbytes())
+
+
 def main():
     model_name = sys.argv[1]
     steps = int(sys.argv[2])
@@ -245,7 +303,9 @@ def main():
         ops = {}
         for avg in prof.key_averages():
             ops[avg.key] = {"cpu_memory_usage": avg.cpu_memory_usage,
-                            "self_cpu_memory_usage": avg.self_cpu_memory_usage, "count": avg.count}
+                            "self_cpu_memory_usage": avg.self_cpu_memory_usage, "count": avg.count,
+                            "edge_in": [], "edge_out": [], "other_threads": 0, "correction": 0}
+        memory_edges(prof, ops)
         allocated = sum(e.nbytes() for e in prof.profiler.kineto_results.events()
                         if e.name() == "[memory]" and e.nbytes() > 0)
         with open(out, "w") as f:
