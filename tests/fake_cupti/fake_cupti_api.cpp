@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -167,11 +168,36 @@ uint64_t GpuClockMap::map(uint64_t raw) const {
   return static_cast<uint64_t>(static_cast<double>(theirs1) + delta);
 }
 
+// Read once per thread (a forked child's first thread gets a fresh copy of the
+// parent's thread-locals, so the system id is checked against the process's).
 uint32_t current_thread_id() {
   if (state().thread_id_type.load() == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) {
-    return static_cast<uint32_t>(syscall(SYS_gettid));
+    thread_local uint32_t tid = 0;
+    thread_local uint32_t pid_of_tid = 0;
+    const uint32_t pid = current_process_id();
+    if (tid == 0 || pid_of_tid != pid) {
+      tid = static_cast<uint32_t>(syscall(SYS_gettid));
+      pid_of_tid = pid;
+    }
+    return tid;
   }
   return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(reinterpret_cast<void*>(pthread_self())));
+}
+
+namespace {
+std::atomic<uint32_t> g_pid{0};
+void forget_pid() { g_pid.store(0, std::memory_order_relaxed); }
+}  // namespace
+
+uint32_t current_process_id() {
+  uint32_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    static const int registered = pthread_atfork(nullptr, nullptr, &forget_pid);
+    (void)registered;
+    pid = static_cast<uint32_t>(getpid());
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
 }
 
 CUcontext fake_context() { return reinterpret_cast<CUcontext>(&g_context_tag); }

@@ -196,6 +196,7 @@ struct GpuClockMap {
 GpuClockMap gpu_clock_map();
 void register_timestamp_callback(CUpti_TimestampCallbackFunc callback);
 uint32_t current_thread_id();
+uint32_t current_process_id();  // getpid(), read once per process
 CUcontext fake_context();
 
 // EXTERNAL_CORRELATION records for the ids pushed on this thread.

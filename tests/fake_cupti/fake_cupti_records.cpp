@@ -212,7 +212,7 @@ void append_memory(uint64_t address, uint64_t bytes, bool allocation, uint32_t c
   memory.address = address;
   memory.bytes = bytes;
   memory.timestamp = timestamp;
-  memory.processId = static_cast<uint32_t>(getpid());
+  memory.processId = current_process_id();
   memory.deviceId = kFakeDeviceId;
   memory.contextId = kFakeContextId;
   memory.streamId = 7;
@@ -288,7 +288,7 @@ void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uin
   api.cbid = cbid;
   api.start = start;
   api.end = end;
-  api.processId = static_cast<uint32_t>(getpid());
+  api.processId = current_process_id();
   api.threadId = current_thread_id();
   api.correlationId = correlation_id;
   api.returnValue = 0;
