@@ -55,6 +55,7 @@ ConnPass::ConnPass(const ConnInput& conn, ProcessState& state, const ConnScan* s
     const StartEndRange& se = scan_->start_ends[i];
     if (se.on_thread()) threads_[se.tid].start_ends.push_back(i);
   }
+  for (const auto& [tid, calls] : scan_->activity_calls) threads_[tid].activity = &calls;
   for (auto& [tid, t] : threads_) {
     // Interval nesting's order: by start, the longer first, then as read.
     std::stable_sort(t.start_ends.begin(), t.start_ends.end(), [&](uint32_t x, uint32_t y) {
@@ -127,7 +128,17 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
       return;
     case wire::Kind::kMark: mark(r, tid, t); return;
     case wire::Kind::kCudaRuntime:
-    case wire::Kind::kCudaDriver: api_call(r, tid, t); return;
+    case wire::Kind::kCudaDriver: {
+      const int64_t start = epoch(r.ts);
+      api_call(ApiCall{start, std::max(start, epoch(r.a)), r.b, r.name, r.domain,
+                       kind == wire::Kind::kCudaRuntime, /*own_seq=*/true},
+               tid, t);
+      return;
+    }
+    case wire::Kind::kCudaApiActivity:
+      // Taken on the calling thread, among its records by time (take_activity_calls).
+      if (scan_ == nullptr) throw NeedsScan{"API calls from activity records go where the first pass placed them"};
+      return;
     case wire::Kind::kString:
     case wire::Kind::kDomain:
     case wire::Kind::kCategory: define(r, extra, extra_bytes); return;
@@ -366,6 +377,9 @@ inline bool is_op(const Open& o) { return o.op_call || o.kind->op != nullptr; }
 void ConnPass::update_boundary(ThreadState& t) {
   int64_t next = t.next_start_end < t.start_ends.size() ? scan_->start_ends[t.start_ends[t.next_start_end]].start_ns
                                                          : kNever;
+  if (t.activity != nullptr && t.next_activity < t.activity->size()) {
+    next = std::min(next, (*t.activity)[t.next_activity].end_ns);
+  }
   for (const Open& o : t.stack) {
     if (o.start_end != kNone) next = std::min(next, scan_->start_ends[o.start_end].end_ns);
   }
@@ -378,6 +392,7 @@ void ConnPass::settle(ThreadState& t, uint32_t tid, int64_t ts, bool inclusive) 
 
 void ConnPass::settle(ThreadState& t, uint32_t tid, int64_t open_until, int64_t close_until, bool inclusive) {
   if (scan_ == nullptr) return;
+  if (t.activity != nullptr && !t.draining) take_activity_calls(t, tid, open_until);
   const int64_t ts = open_until;
   while (true) {
     // The open start/end range that ends first (the innermost on ties).
@@ -477,23 +492,23 @@ int32_t ConnPass::stack_node(ThreadState& t) {
   return parent;
 }
 
-void ConnPass::api_call(const wire::Record& r, uint32_t tid, ThreadState& t) {
-  const int64_t start = epoch(r.ts);
-  const int64_t end = std::max(start, epoch(r.a));
+void ConnPass::api_call(const ApiCall& c, uint32_t tid, ThreadState& t) {
+  const int64_t start = c.start;
+  const int64_t end = c.end;
   touch(t, start);
   touch(t, end);
   // Start/end ranges that end before the call returns do not hold it: they close first.
   if (end >= t.boundary) [[unlikely]]
     settle(t, tid, start, end, /*inclusive=*/false);
-  NameSlot& s = use(r.name);
+  NameSlot& s = use(c.name);
   const Name name = s.name;
   int32_t& api_row = s.api;
   ++t.events;
-  const uint64_t seq = t.seq++;
+  const uint64_t seq = c.own_seq ? t.seq++ : t.seq;
   const int32_t step = step_of(t, start);
   const bool kept = st_.kept(start);
   const bool counted = kept && st_.counted(step);
-  const bool runtime = r.kind == static_cast<uint8_t>(wire::Kind::kCudaRuntime);
+  const bool runtime = c.runtime;
   const int64_t dur = end - start;
   // The calls it holds were read before it (a driver call inside a runtime call).
   int64_t held = 0;
@@ -511,7 +526,7 @@ void ConnPass::api_call(const wire::Record& r, uint32_t tid, ThreadState& t) {
   }
   if (!kept) {
     // Outside the capture range: so is the GPU work it launched, wherever that ran.
-    if (r.b != 0) launch(r.b, Launch{start, end, name, -1, step, tid, 0, false, runtime});
+    if (c.correlation != 0) launch(c.correlation, Launch{start, end, name, -1, step, tid, 0, false, runtime});
     return;
   }
   ++st_.proc.cpu_events;
@@ -539,14 +554,14 @@ void ConnPass::api_call(const wire::Record& r, uint32_t tid, ThreadState& t) {
     e.start_ns = start;
     e.end_ns = end;
     e.self_ns = std::max<int64_t>(0, dur - held);
-    e.correlation = r.b;
+    e.correlation = c.correlation;
     e.tid = tid;
     e.step = step;
     e.kind = runtime ? EventKind::kCudaRuntime : EventKind::kCudaDriver;
-    e.set_cbid(r.domain);
+    e.set_cbid(c.cbid);
     st_.trace->event(e, {cycle, 0, enclosing});
   }
-  if (r.b != 0) launch(r.b, Launch{start, end, name, stack_node(t), step, tid, enclosing, kept, runtime});
+  if (c.correlation != 0) launch(c.correlation, Launch{start, end, name, stack_node(t), step, tid, enclosing, kept, runtime});
 }
 
 // ---- outputs -------------------------------------------------------------------------
@@ -661,9 +676,23 @@ void ConnPass::close_all(ThreadState& t, uint32_t tid) {
   }
 }
 
+void ConnPass::take_activity_calls(ThreadState& t, uint32_t tid, int64_t until) {
+  t.draining = true;
+  const std::vector<ActivityCall>& calls = *t.activity;
+  while (t.next_activity < calls.size() && calls[t.next_activity].end_ns <= until) {
+    const ActivityCall& c = calls[t.next_activity++];
+    api_call(ApiCall{c.start_ns, c.end_ns, c.correlation, c.name, c.cbid, !c.driver, /*own_seq=*/false}, tid, t);
+  }
+  t.draining = false;
+  update_boundary(t);
+}
+
 void ConnPass::finish() {
   flush_mark();
-  for (auto& [tid, t] : threads_) close_all(t, tid);
+  for (auto& [tid, t] : threads_) {
+    if (t.activity != nullptr) take_activity_calls(t, tid, kNever);
+    close_all(t, tid);
+  }
   for (auto& [correlation, records] : waiting_) {
     for (Waiting& w : records) {
       if (w.is_memory) {

@@ -146,6 +146,18 @@ class ConnScanner {
           ++thread.seq;
           break;
         }
+        case wire::Kind::kCudaApiActivity: {
+          if (extra_bytes < sizeof(wire::GpuApiExtra)) break;
+          wire::GpuApiExtra x{};
+          std::memcpy(&x, extra, sizeof x);
+          const int64_t start_ts = touch(r.ts);
+          const int64_t end_ts = std::max(start_ts, record_epoch_ns(conn_.hello, r.a));
+          touch_epoch(end_ts);
+          out_.any_event = true;
+          out_.activity_calls[x.tid].push_back(
+              {start_ts, end_ts, r.b, r.name, r.domain, x.driver != 0});
+          break;
+        }
         case wire::Kind::kCaptureWindow:
           proc_.capture_toggles.push_back({record_epoch_ns(conn_.hello, r.ts), static_cast<uint32_t>(r.a), r.b == 1,
                                            static_cast<uint16_t>(r.domain)});
@@ -193,6 +205,7 @@ class ConnScanner {
       r.end_tid = r.tid;
     }
     out_.waiting_ends = pairing_.waiting_ends();
+    for (auto& [tid, calls] : out_.activity_calls) order_activity_calls(calls);
     for (auto& [tid, thread] : threads_) {
       for (auto& [domain, stack] : thread.stacks) {
         for (int32_t c : stack) {
@@ -205,6 +218,26 @@ class ConnScanner {
     if (first_ != kMaxTs) first = std::min(first, first_);
     if (gpu_first_ != kMaxTs) first = std::min(first, gpu_first_);
     if (last_ != kMinTs || conn_.bye) last = std::max({last, image_end, gpu_last_});
+  }
+
+  // One thread's API calls from activity records: the driver calls a runtime call made
+  // are its internals and go (as the callbacks never record them); the rest in the order
+  // the callbacks would have written them, each at its end, a call after those it holds.
+  static void order_activity_calls(std::vector<ActivityCall>& calls) {
+    std::sort(calls.begin(), calls.end(), [](const ActivityCall& a, const ActivityCall& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+    });
+    int64_t runtime_end = kMinTs;  // the end of the runtime call open at this start
+    size_t kept = 0;
+    for (const ActivityCall& c : calls) {
+      if (c.driver && c.end_ns <= runtime_end) continue;
+      if (!c.driver) runtime_end = std::max(runtime_end, c.end_ns);
+      calls[kept++] = c;
+    }
+    calls.resize(kept);
+    std::stable_sort(calls.begin(), calls.end(), [](const ActivityCall& a, const ActivityCall& b) {
+      return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.start_ns > b.start_ns;
+    });
   }
 
   // Start/end ranges that may be step markers or windows, as candidates.

@@ -44,6 +44,17 @@ struct StartEndRange {
   bool on_thread() const { return end_tid == tid; }  // nests among its thread's ranges
 };
 
+// A CUDA API call from CUPTI's RUNTIME / DRIVER activity records (wire kCudaApiActivity),
+// to be placed among its thread's records by time in the second pass.
+struct ActivityCall {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t correlation = 0;
+  uint32_t name = 0;   // string id
+  uint16_t cbid = 0;
+  bool driver = false;
+};
+
 // What the first pass learns of one connection.
 struct ConnScan {
   ConnDefinitions defs;
@@ -52,6 +63,9 @@ struct ConnScan {
   std::unordered_map<uint32_t, uint32_t> context_device;  // the device each context's kernels ran on
   bool any_event = false;                 // a range, mark or API call
   bool any_gpu = false;                   // a kernel, copy, memset, sync or memory event
+  // Per calling thread, in the order the second pass takes them (by end, the outer call
+  // after the calls it holds); driver calls made inside a runtime call are left out.
+  std::unordered_map<uint32_t, std::vector<ActivityCall>> activity_calls;
 };
 
 // What the first pass learns of a process.

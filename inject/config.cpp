@@ -145,6 +145,8 @@ void load_config() {
   c.exit_timeout_ms = read_u32(env::kExitTimeoutMs, 2000, 0, 600000);
   const char* encoding = getenv(env::kFrameEncoding);
   c.delta_frames = encoding == nullptr || strcmp(encoding, "raw") != 0;
+  const char* cuda_api = getenv(env::kCudaApi);
+  c.cuda_api_activity = cuda_api != nullptr && strcmp(cuda_api, "activity") == 0;
   const char* clock = getenv(env::kClock);
   c.tsc_clock = clock == nullptr || strcmp(clock, "monotonic") != 0;
   const char* trace = getenv(env::kTrace);

@@ -35,6 +35,8 @@ struct Config {
   bool tsc_clock = true;            // TORCHPROF_CLOCK is not "monotonic"
   bool trace_nvtx = true;           // TORCHPROF_TRACE lists nvtx (or is unset)
   bool trace_cuda = true;           // … cuda: runtime/driver API calls (CUPTI callbacks)
+  bool cuda_api_activity = false;   // TORCHPROF_CUDA_API=activity: those calls from CUPTI's
+                                    // RUNTIME/DRIVER activity records instead
   bool trace_gpu = true;            // … gpu: kernels, copies, sets, syncs (CUPTI activity)
   bool trace_memory = true;         // … memory: device allocations and frees (CUPTI MEMORY2)
   bool tensor_memory = false;       // TORCHPROF_PYTORCH_OPS lists memory: torch's tensor

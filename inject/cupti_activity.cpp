@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "inject/buffer_budget.h"
 #include "inject/clock.h"
 #include "inject/cupti_api.h"
+#include "inject/cupti_cbids.h"
 #include "inject/cupti_share.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
@@ -66,6 +68,8 @@ std::atomic<int64_t> g_clock_offset{0};
 std::atomic<uint64_t> g_dropped_total{0};
 std::atomic<uint32_t> g_completed{0};     // buffers queued for conversion so far
 std::atomic<uint32_t> g_converted{0};     // of those, converted (a futex word: exit waits on it)
+bool g_api_calls = false;                 // TORCHPROF_CUDA_API=activity: RUNTIME/DRIVER records are ours
+uint64_t g_api_since = 0;                 // calls that began before those kinds were enabled are not
 bool g_skip_kernels = false;              // kinds whose layout this build does not read
 bool g_skip_devices = false;
 
@@ -153,7 +157,11 @@ bool pop_completed(Cursor* out) {
   PoolLock lock;
   BufferHeader* h = g_pool.queue_head;
   if (h == nullptr) return false;
-  *out = Cursor{data_of(h), h->valid, nullptr, h->reference};
+  // With API calls from activity records no callback moves the reference: the records
+  // converted so far did, which a buffer completed before their conversion never saw.
+  const uint64_t reference =
+      g_api_calls ? std::max(h->reference, g_correlation_reference.load(std::memory_order_relaxed)) : h->reference;
+  *out = Cursor{data_of(h), h->valid, nullptr, reference};
   g_pool.queue_head = h->next;
   if (g_pool.queue_head == nullptr) g_pool.queue_tail = nullptr;
   return true;
@@ -283,6 +291,30 @@ void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
   put(tb, NameRef{}, head, x);
 }
 
+// An API call from a RUNTIME or DRIVER record (TORCHPROF_CUDA_API=activity): the calls
+// the callbacks would record (cupti_cbids.h), named as the header names them. With no
+// callbacks to move the correlation reference, these records move it.
+void write_api(ThreadBuffer* tb, const CUpti_ActivityAPI& r, bool driver) {
+  const CbidClass* entry = api_entry(driver, r.cbid);
+  if (entry == nullptr || (entry->bits & kApiRecorded) == 0) return;
+  // The call in flight when tracing started (the cudaFree(0) or cuInit that starts CUDA):
+  // as with callbacks, whose ENTER it never had, it is not recorded.
+  if (to_ours(r.start) < g_api_since) return;
+  const uint64_t id = corr(r.correlationId);
+  if (correlation_reference_due(id, g_cursor.reference)) {
+    g_cursor.reference = id;
+    g_correlation_reference.store(id, std::memory_order_relaxed);
+  }
+  NameRef name = ascii_name(entry->name);
+  if (!driver) name.len = api_name_length(name.text, name.len);
+  wire::GpuApiExtra x{};
+  x.tid = r.threadId;
+  x.return_value = r.returnValue;
+  x.driver = driver ? 1 : 0;
+  Record head{k(Kind::kCudaApiActivity), 0, static_cast<uint16_t>(r.cbid), 0, to_ours(r.start), to_ours(r.end), id};
+  put(tb, name, head, x);
+}
+
 // deviceProperties as Kineto names them; the per-block opt-in shared memory is
 // not in CUPTI's record (left 0).
 void write_device(ThreadBuffer* tb, const CUpti_ActivityDevice5& r) {
@@ -324,6 +356,13 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
       write_sync(tb, *reinterpret_cast<const CUpti_ActivitySynchronization2*>(a));
       break;
     case CUPTI_ACTIVITY_KIND_CUDA_EVENT: note_event(*reinterpret_cast<const CUpti_ActivityCudaEvent2*>(a)); break;
+    // Only when ours: a second client (Kineto) enabling these kinds gets them, we do not.
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      if (g_api_calls) {
+        write_api(tb, *reinterpret_cast<const CUpti_ActivityAPI*>(a), a->kind == CUPTI_ACTIVITY_KIND_DRIVER);
+      }
+      break;
     case CUPTI_ACTIVITY_KIND_DEVICE:
       if (!g_skip_devices) write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a));
       break;
@@ -448,7 +487,9 @@ int64_t gpu_clock_offset() { return g_clock_offset.load(std::memory_order_relaxe
 
 std::atomic<uint64_t> g_correlation_reference{0};
 
-void gpu_activity_enable(uint32_t cupti_version) {
+void gpu_activity_enable(uint32_t cupti_version, bool api_calls, uint64_t api_since) {
+  g_api_calls = api_calls;
+  g_api_since = api_since;
   g_skip_kernels = newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, cupti_version) != nullptr;
   g_skip_devices = newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, cupti_version) != nullptr;
   g_enabled.store(true, std::memory_order_release);

@@ -34,8 +34,10 @@ int64_t gpu_clock_offset();
 
 // Turns conversion on (InitializeInjection, after the callbacks are registered).
 // `skip_kind(k)` is true for kinds whose records this build must not read (a
-// newer CUPTI's layout, see cupti_support.h); they are stepped over.
-void gpu_activity_enable(uint32_t cupti_version);
+// newer CUPTI's layout, see cupti_support.h); they are stepped over. `api_calls`: the
+// RUNTIME and DRIVER records are ours (TORCHPROF_CUDA_API=activity), not only a second
+// client's; those of calls that began before `api_since` (our clock) are not.
+void gpu_activity_enable(uint32_t cupti_version, bool api_calls, uint64_t api_since);
 bool gpu_activity_enabled();
 
 // The most recent widened correlation id (cupti_support.h): API callbacks move

@@ -98,6 +98,7 @@ bool resolve_all(void* handle, CuptiApi* api, const char** missing) {
   ok &= resolve(handle, "cuptiGetTimestamp", &api->get_timestamp, missing);
   api->register_timestamp_callback = reinterpret_cast<decltype(api->register_timestamp_callback)>(
       dlsym(handle, "cuptiActivityRegisterTimestampCallback"));
+  api->set_thread_id_type = reinterpret_cast<decltype(api->set_thread_id_type)>(dlsym(handle, "cuptiSetThreadIdType"));
   return ok;
 }
 

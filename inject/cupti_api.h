@@ -26,6 +26,8 @@ struct CuptiApi {
   decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
   // Optional: missing in old CUPTIs; then the clock offset is measured instead.
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp_callback = nullptr;
+  // Optional: TORCHPROF_CUDA_API=activity asks API records to name threads as the system does.
+  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   uint32_t version = 0;      // what cuptiGetVersion reported
   const char* path = "";     // the library's path as dlopen was given it
 };

@@ -24,13 +24,14 @@ enum ApiClass : uint8_t {
 struct CbidClass {
   uint32_t cbid;
   uint8_t bits;
+  const char* name;  // as the header names it: "cudaLaunchKernel_v7000", "cuMemcpyHtoD_v2"
 };
 
 #include "cupti_cbid_table.inc"
 
-namespace cbid_detail {
+// The entry of `cbid` in a table; nullptr for an id these headers do not define.
 template <unsigned N>
-constexpr uint8_t find(const CbidClass (&table)[N], uint32_t cbid) {
+constexpr const CbidClass* find_entry(const CbidClass (&table)[N], uint32_t cbid) {
   // Tables follow the headers, in increasing cbid order.
   unsigned lo = 0;
   unsigned hi = N;
@@ -39,7 +40,14 @@ constexpr uint8_t find(const CbidClass (&table)[N], uint32_t cbid) {
     if (table[mid].cbid < cbid) lo = mid + 1;
     else hi = mid;
   }
-  return lo < N && table[lo].cbid == cbid ? table[lo].bits : 0;
+  return lo < N && table[lo].cbid == cbid ? &table[lo] : nullptr;
+}
+
+namespace cbid_detail {
+template <unsigned N>
+constexpr uint8_t find(const CbidClass (&table)[N], uint32_t cbid) {
+  const CbidClass* entry = find_entry(table, cbid);
+  return entry != nullptr ? entry->bits : 0;
 }
 template <unsigned N>
 constexpr bool ascending(const CbidClass (&table)[N]) {
@@ -55,6 +63,10 @@ static_assert(ascending(kRuntimeCbids) && ascending(kDriverCbids), "cbid tables 
 // id these headers do not define (a newer CUPTI's), which is then not recorded.
 constexpr uint8_t runtime_api_class(uint32_t cbid) { return cbid_detail::find(kRuntimeCbids, cbid); }
 constexpr uint8_t driver_api_class(uint32_t cbid) { return cbid_detail::find(kDriverCbids, cbid); }
+// The entry of a runtime (driver = false) or driver callback id, or nullptr.
+inline const CbidClass* api_entry(bool driver, uint32_t cbid) {
+  return driver ? find_entry(kDriverCbids, cbid) : find_entry(kRuntimeCbids, cbid);
+}
 constexpr bool runtime_api_recorded(uint32_t cbid) { return (runtime_api_class(cbid) & kApiRecorded) != 0; }
 constexpr bool driver_api_recorded(uint32_t cbid) { return (driver_api_class(cbid) & kApiRecorded) != 0; }
 

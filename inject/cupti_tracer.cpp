@@ -243,8 +243,22 @@ int enable_kind(CUpti_ActivityKind kind) {
   return 1;
 }
 
-bool enable_activity(bool gpu, bool memory, CUpti_TimestampCallbackFunc timestamp) {
-  if (!gpu && !memory) return false;
+// TORCHPROF_CUDA_API=activity: the API calls come as CUPTI's RUNTIME and DRIVER records,
+// their threads named by system thread id (CUPTI's default is pthread_self()'s low bits),
+// as the threads' own records name them. False when this CUPTI cannot: callbacks then.
+bool api_activity_possible() {
+  const CuptiApi* api = cupti();
+  if (api->set_thread_id_type != nullptr &&
+      TP_CUPTI_CALL(set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) == CUPTI_SUCCESS) {
+    return true;
+  }
+  notice(LogLevel::kWarn, "TORCHPROF_CUDA_API=activity: this CUPTI cannot name threads by system id; "
+                          "API calls are recorded by callbacks");
+  return false;
+}
+
+bool enable_activity(bool gpu, bool memory, bool api_calls, CUpti_TimestampCallbackFunc timestamp) {
+  if (!gpu && !memory && !api_calls) return false;
   if (TP_CUPTI_CALL(register_callbacks(&cupti_buffer_requested, &cupti_buffer_completed)) != CUPTI_SUCCESS) {
     return false;
   }
@@ -264,6 +278,7 @@ bool enable_activity(bool gpu, bool memory, CUpti_TimestampCallbackFunc timestam
     for (CUpti_ActivityKind kind : kGpuKinds) enabled += enable_kind(kind);
   }
   if (memory) enabled += enable_kind(CUPTI_ACTIVITY_KIND_MEMORY2);
+  if (api_calls) enabled += enable_kind(CUPTI_ACTIVITY_KIND_RUNTIME) + enable_kind(CUPTI_ACTIVITY_KIND_DRIVER);
   return enabled > 0;
 }
 
@@ -306,12 +321,16 @@ void cupti_initialize() {
     return gpu_off(why);
   }
   pthread_atfork(nullptr, nullptr, on_fork_child);
-  g_record_api.store(c.trace_cuda, std::memory_order_relaxed);
+  // API calls by activity records: callbacks stay only where something must happen at
+  // the call (profiler start/stop, resets, a context's end).
+  const bool api_activity = c.trace_cuda && c.cuda_api_activity && api_activity_possible();
   CUpti_TimestampCallbackFunc timestamp = align_clock();  // before any activity kind is enabled, as CUPTI asks
-  enable_callbacks(subscriber, c.trace_cuda);
-  if (enable_activity(c.trace_gpu, c.trace_memory, timestamp)) {
+  g_record_api.store(c.trace_cuda && !api_activity, std::memory_order_relaxed);
+  enable_callbacks(subscriber, c.trace_cuda && !api_activity);
+  const uint64_t api_since = now_ns();
+  if (enable_activity(c.trace_gpu, c.trace_memory, api_activity, timestamp)) {
     cupti_flush_start();
-    gpu_activity_enable(cupti()->version);
+    gpu_activity_enable(cupti()->version, api_activity, api_since);
     g_kinds_on.store(true, std::memory_order_relaxed);
     g_activity.store(true, std::memory_order_release);
     atexit(flush_at_exit);

@@ -37,6 +37,11 @@ constexpr const char* kFrameEncoding = "TORCHPROF_FRAME_ENCODING";
 // CLOCK_MONOTONIC, where the kernel's clocksource is the TSC) or "monotonic"
 // (clock_gettime(CLOCK_MONOTONIC) on every read).
 constexpr const char* kClock = "TORCHPROF_CLOCK";
+// How CUDA API calls are recorded: "callbacks" (default: a CUPTI callback on the calling
+// thread writes each call into its own buffer) or "activity" (CUPTI's RUNTIME and DRIVER
+// activity records, as Kineto takes them; the analysis places each call among its
+// thread's records by time).
+constexpr const char* kCudaApi = "TORCHPROF_CUDA_API";
 // Comma-separated subset of nvtx,cuda,gpu,memory,python (default all).
 constexpr const char* kTrace = "TORCHPROF_TRACE";
 // PyTorch op capture by the Python bootstrap: "ops", optionally with ",shapes",

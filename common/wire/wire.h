@@ -212,6 +212,11 @@ enum class Kind : uint8_t {
                         // could not read (cumulative, whole process), b = bytes of them left
                         // unread (cumulative), domain = the last CUptiResult
   kGpuState = 44,    // ts, a = GpuTracing: whether GPU tracing ran in this process
+  // A runtime or driver API call from CUPTI's RUNTIME / DRIVER activity records
+  // (TORCHPROF_CUDA_API=activity), in the converting thread's stream: domain = cbid,
+  // name = function name, ts = start, a = end, b = correlation id; extra = 1: GpuApiExtra
+  // (the calling thread). The analysis places it among that thread's records by time.
+  kCudaApiActivity = 45,
 };
 
 // kCaptureWindow's domain.
@@ -278,6 +283,14 @@ struct GpuSyncExtra {  // one slot
   uint32_t event_stream1;  // stream wait event: the stream the event was last recorded on, + 1 (0 unknown)
   uint32_t reserved32;
   uint64_t reserved;
+};
+
+struct GpuApiExtra {  // one slot
+  uint32_t tid;           // the calling thread (CUPTI's thread id, of the system's kind)
+  uint32_t return_value;  // the call's CUresult / cudaError_t
+  uint8_t driver;         // 1: driver API, 0: runtime API
+  uint8_t reserved8[7];
+  uint64_t reserved[2];
 };
 
 struct TensorTotals {  // one slot: what the caching allocator said with the block
@@ -379,6 +392,7 @@ static_assert(offsetof(GpuKernelExtra, registers_per_thread) == 32);
 static_assert(sizeof(GpuCopyExtra) == kSlotSize);
 static_assert(sizeof(GpuMemoryExtra) == kSlotSize);
 static_assert(sizeof(GpuSyncExtra) == kSlotSize);
+static_assert(sizeof(GpuApiExtra) == kSlotSize);
 static_assert(sizeof(GpuDeviceExtra) == 2 * kSlotSize);
 static_assert(sizeof(TensorTotals) == kSlotSize);
 static_assert(sizeof(MsgHeader) == 8);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ns per kernel launch through the fake libcupti: without torchprof, and under
-# torchprof-run with TORCHPROF_TRACE=gpu (no API callbacks) and cuda,gpu (API
-# callbacks), ROUNDS times in turn, so the three see the same machine. With
+# torchprof-run with TORCHPROF_TRACE=gpu (no API calls recorded), cuda,gpu (API
+# callbacks) and cuda,gpu with TORCHPROF_CUDA_API=activity (CUPTI's API records),
+# ROUNDS times in turn, so the four see the same machine. The fake's own cost of
+# writing an API record is not CUPTI's: only a GPU compares the last two for real. With
 # OTHER_BUILD set, the cuda,gpu case also runs under that build's torchprof-run
 # (a before/after comparison in one run).
 #
@@ -36,6 +38,7 @@ for ((r = 1; r <= rounds; r++)); do
   one "no torchprof" "" ""
   one "trace=gpu" "$build/bin/torchprof-run" "nvtx,gpu"
   one "trace=cuda,gpu" "$build/bin/torchprof-run" "nvtx,cuda,gpu"
+  TORCHPROF_CUDA_API=activity one "cuda,gpu api=activity" "$build/bin/torchprof-run" "nvtx,cuda,gpu"
   if [[ -n ${OTHER_BUILD:-} ]]; then
     one "other: trace=cuda,gpu" "$OTHER_BUILD/bin/torchprof-run" "nvtx,cuda,gpu"
   fi
