@@ -218,6 +218,13 @@ check_nvcc13() {
     local t
     t=$(find "$RUNS/$run/traces" -name '*.pt.trace.json*' -size -4M 2>/dev/null | head -n1)
     [[ $kind == shared && -n $t ]] && cp "$t" "$KEEP/"
+    [[ $kind == shared ]] || continue
+    # The same program with its API calls from CUPTI's RUNTIME/DRIVER records
+    # (TORCHPROF_CUDA_API=activity): the same launches, attributed to the same ranges.
+    TORCHPROF_CUDA_API=activity tp_step "${run}_activity" 60 -- "$bin"
+    keep_run "${run}_activity"
+    pyrun "$GPU_DIR/cupti_verdicts.py" nvcc13 --label "${kind}_activity" \
+      --summary "$RUNS/${run}_activity/summary.json" --rc "${RC[${run}_activity]}"
   done
 }
 

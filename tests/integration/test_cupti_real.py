@@ -271,7 +271,8 @@ def never_started():
 # What gpu-check.sh --dry must run and pass: every case, the stand-ins labelled as such.
 GPU_CHECK_VERDICTS = (
     "deps", "nvcc13.shared.exit_code", "nvcc13.shared.kernels", "nvcc13.shared.attributed",
-    "nvcc13.shared.launch_api", "sync.shared.event_query", "trace.shared.stream_wait_event",
+    "nvcc13.shared.launch_api", "nvcc13.shared_activity.kernels", "nvcc13.shared_activity.attributed",
+    "nvcc13.shared_activity.launch_api", "sync.shared.event_query", "trace.shared.stream_wait_event",
     "trace.shared.external_id", "trace.shared.stream_unsigned", "trace.shared.occupancy",
     "trace.shared.device_properties", "nvcc13.static[stand-in].notice", "nvcc13.static[stand-in].nvtx",
     "[events/stand-in] gpu-op counts equal", "[events/stand-in] gpu-op summed time within 2%",
@@ -324,7 +325,8 @@ def gpu_check_dry():
     if os.path.isfile(cache):
         with open(cache) as f:
             omitted = "".join(line for line in f if line.startswith("TORCHPROF_OMIT_CBIDS:"))
-    expect_failed = (["nvcc13.shared.attributed", "nvcc13.shared.launch_api"]
+    expect_failed = (["nvcc13.shared.attributed", "nvcc13.shared.launch_api", "nvcc13.shared_activity.attributed",
+                      "nvcc13.shared_activity.launch_api"]
                      if "__cudaLaunchKernel_v13000" in omitted else [])
     check_eq(failed, expect_failed, f"FAIL verdicts ({omitted.strip() or 'no callback ids omitted'})")
     # The table is the last thing printed: its header, then one row per verdict, then the tally.

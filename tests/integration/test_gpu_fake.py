@@ -18,6 +18,7 @@ from tp import check, check_eq
 
 CUDA_REL_TOL = 0.01  # Self CUDA / CUDA total: within 1% (exact up to ns rounding in practice)
 SCENARIOS = ("nested", "steps", "streams", "memory", "graph", "drops", "driver", "blocking", "repeat")
+ACTIVITY_SCENARIOS = ("nested", "steps", "streams", "graph", "driver", "blocking")
 
 
 def fake_cupti():
@@ -171,10 +172,10 @@ def check_device_and_memory(summary, expect):
     check_eq(summary["cupti_dropped"], expect["dropped"], "cupti_dropped")
 
 
-def scenario_check(scenario):
+def scenario_check(scenario, extra_env=None):
     def run():
         expect = expectations(scenario)
-        result = run_workload(scenario)
+        result = run_workload(scenario, extra_env)
         check_eq(result.rc, 0, f"exit code ({result.describe()})")
         summary = result.summary
         check_ranges(summary, expect)
@@ -303,6 +304,10 @@ def advice_diff():
 
 
 SCENARIO_FUNCS = {name: scenario_check(name) for name in SCENARIOS}
+# The same expectations with the API calls from CUPTI's RUNTIME/DRIVER activity records,
+# placed on their threads by time (TORCHPROF_CUDA_API=activity).
+SCENARIO_FUNCS.update({name + "_activity": scenario_check(name, {"TORCHPROF_CUDA_API": "activity"})
+                       for name in ACTIVITY_SCENARIOS})
 SCENARIO_FUNCS["advice_diff"] = advice_diff
 SCENARIO_FUNCS["cupti_unknown"] = cupti_unknown
 SCENARIO_FUNCS.update({"advice_" + name: advice_check(name) for name in ADVICE})

@@ -38,16 +38,17 @@ def sample(name):
     return path
 
 
-def run_sample(name):
+def run_sample(name, api="callbacks"):
     out_dir = os.path.join(tp.fresh_dir("nvcc_" + name), "out")
     env = gf.drop_in_runtime(dict(os.environ))
+    env["TORCHPROF_CUDA_API"] = api
     result = tp.run_tool(["-o", out_dir, "--", sample(name)], timeout=120, env=env)
     result.out_dir = out_dir
     return result
 
 
-def check_sample(name, launch_api, ex_api):
-    result = run_sample(name)
+def check_sample(name, launch_api, ex_api, api="callbacks"):
+    result = run_sample(name, api)
     check_eq(result.rc, 0, f"exit code ({result.describe()})")
     summary = result.summary
     kernels = gf.ops_of_kind(summary, "kernel")
@@ -89,6 +90,36 @@ def per_thread():
     check_sample("cuda13_sample_ptds", "__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_ptsz")
 
 
+def api_rows(result):
+    return {o["name"]: o["calls"] for o in gf.ops_of_kind(result.summary, "cuda_api")}
+
+
+def activity_records(name, launch_api, ex_api):
+    """TORCHPROF_CUDA_API=activity: the API calls from CUPTI's RUNTIME and DRIVER records,
+    placed on their threads by time. The same checks hold, and every API row of the
+    callbacks' run is there with the same calls (cudaEventQuery polls as long as the event
+    takes: its calls vary from run to run), and no other: the call that started CUDA
+    (cudaFree(0)), in flight when tracing began, has a record but is left out, as the
+    callbacks leave it out."""
+    ours = check_sample(name, launch_api, ex_api, api="activity")
+    check("by callbacks" not in ours.stderr_text, ours.stderr_text[-800:])
+    theirs = api_rows(run_sample(name))
+    rows = api_rows(ours)
+    polled = "cudaEventQuery"
+    check(rows.get(polled, 0) >= 1, f"{polled} calls")
+    expected = {n: c for n, c in theirs.items() if n != polled}
+    check_eq({n: c for n, c in rows.items() if n != polled}, expected,
+             "API rows and calls, activity records against callbacks")
+
+
+def chevrons_activity():
+    activity_records("cuda13_sample", "__cudaLaunchKernel", "cudaLaunchKernelExC")
+
+
+def per_thread_activity():
+    activity_records("cuda13_sample_ptds", "__cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_ptsz")
+
+
 def static_no_driver():
     """nvcc's default build (the runtime linked statically) where libcuda cannot be loaded:
     one line says GPU tracing never started; exit code and NVTX ranges as without torchprof."""
@@ -111,7 +142,8 @@ def static_no_driver():
         check_eq(gf.nvtx_row(summary, name)["calls"], 1, f"calls of range {name!r}")
 
 
-SCENARIO_FUNCS = {"chevrons": chevrons, "per_thread": per_thread, "static_no_driver": static_no_driver}
+SCENARIO_FUNCS = {"chevrons": chevrons, "per_thread": per_thread, "static_no_driver": static_no_driver,
+                  "chevrons_activity": chevrons_activity, "per_thread_activity": per_thread_activity}
 
 if __name__ == "__main__":
     raise SystemExit(tp.main(SCENARIO_FUNCS))
