@@ -350,7 +350,7 @@ def no_shapes():
     check(shapes and None not in shapes, f"aten::addmm rows carry input shapes from the fallback: {shapes}")
 
 
-def gpu_time_on_ops():
+def gpu_time_on_ops(api="callbacks"):
     """An op that calls the CUDA runtime, as a CUDA build's ops do (ops_gpu.py: a
     torch.library op whose CPU kernel calls cudaMemset, inside record_function), on the
     drop-in libcudart.so.13 over the fake libcupti: the memset's GPU time lands on the op
@@ -363,6 +363,7 @@ def gpu_time_on_ops():
     set_ns = sum(1000 + 1000 * (k + 1) // 100 for k in range(steps))
     cache, env = cache_env()
     gf.drop_in_runtime(env)
+    env["TORCHPROF_CUDA_API"] = api
     r = run_py([script("ops_gpu.py"), str(steps)], options=["--pytorch-ops"], env=env, timeout=300)
     check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
     check_eq(r.stdout.decode().count("cudaMemset 0 bytes"), steps, f"the sets succeeded: {r.stdout.decode()}")
@@ -394,8 +395,14 @@ def gpu_time_on_ops():
           f"each set's External id is its op's: {[e['args'].get('External id') for e in sets]} in {op_ids}")
 
 
+def gpu_time_on_ops_activity():
+    """The same, with the runtime call from CUPTI's RUNTIME activity record, placed inside
+    the op by time (TORCHPROF_CUDA_API=activity)."""
+    gpu_time_on_ops(api="activity")
+
+
 SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, stacks_transformer,
-             second_thread, stacks_on_threads, gpu_time_on_ops,
+             second_thread, stacks_on_threads, gpu_time_on_ops, gpu_time_on_ops_activity,
              unknown_version, wrong_layout, no_shapes]
 
 if __name__ == "__main__":
