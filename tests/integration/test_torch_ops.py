@@ -277,7 +277,10 @@ def stacks_on_threads():
     check(any(e["args"].get("Call stack", "").startswith(f"{PROGRAM}({model_line}): step;") for e in first),
           f"the model's aten::linear calls are in step: {first[0]['args'].get('Call stack')!r}")
     stacks = [e["args"]["Call stack"] for e in events if "Call stack" in e["args"]]
-    check(stacks and not any("torch/nn/" in st or "/torchprof/" in st for st in stacks),
+    # The bootstrap's directory (<build>/share/torchprof/python), not any path that happens
+    # to hold "torchprof" (a checkout in a directory of that name).
+    bootstrap = os.path.join(os.path.dirname(os.path.normpath(os.environ["TP_BIN_DIR"])), "share", "torchprof")
+    check(stacks and not any("torch/nn/" in st or bootstrap in st for st in stacks),
           "torch's and torchprof's own frames are left out")
     # Autograd nodes run inside loss.backward(): torch's stacks give them step's frame too.
     nodes = [e for e in events if e["name"].endswith("Backward0") and e["tid"] == main]
