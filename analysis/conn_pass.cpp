@@ -130,9 +130,8 @@ void ConnPass::close_across_gap(ThreadState& t, uint32_t tid) {
     case wire::Kind::kCudaRuntime:
     case wire::Kind::kCudaDriver: {
       const int64_t start = epoch(r.ts);
-      api_call(ApiCall{start, std::max(start, epoch(r.a)), r.b, r.name, r.domain,
-                       kind == wire::Kind::kCudaRuntime, /*own_seq=*/true},
-               tid, t);
+      api_call(ApiCall{start, std::max(start, epoch(r.a)), r.b, r.name, r.domain, kind == wire::Kind::kCudaDriver},
+               /*own_seq=*/true, tid, t);
       return;
     }
     case wire::Kind::kCudaApiActivity:
@@ -492,9 +491,9 @@ int32_t ConnPass::stack_node(ThreadState& t) {
   return parent;
 }
 
-void ConnPass::api_call(const ApiCall& c, uint32_t tid, ThreadState& t) {
-  const int64_t start = c.start;
-  const int64_t end = c.end;
+void ConnPass::api_call(const ApiCall& c, bool own_seq, uint32_t tid, ThreadState& t) {
+  const int64_t start = c.start_ns;
+  const int64_t end = c.end_ns;
   touch(t, start);
   touch(t, end);
   // Start/end ranges that end before the call returns do not hold it: they close first.
@@ -504,11 +503,11 @@ void ConnPass::api_call(const ApiCall& c, uint32_t tid, ThreadState& t) {
   const Name name = s.name;
   int32_t& api_row = s.api;
   ++t.events;
-  const uint64_t seq = c.own_seq ? t.seq++ : t.seq;
+  const uint64_t seq = own_seq ? t.seq++ : t.seq;
   const int32_t step = step_of(t, start);
   const bool kept = st_.kept(start);
   const bool counted = kept && st_.counted(step);
-  const bool runtime = c.runtime;
+  const bool runtime = !c.driver;
   const int64_t dur = end - start;
   // The calls it holds were read before it (a driver call inside a runtime call).
   int64_t held = 0;
@@ -678,10 +677,9 @@ void ConnPass::close_all(ThreadState& t, uint32_t tid) {
 
 void ConnPass::take_activity_calls(ThreadState& t, uint32_t tid, int64_t until) {
   t.draining = true;
-  const std::vector<ActivityCall>& calls = *t.activity;
+  const std::vector<ApiCall>& calls = *t.activity;
   while (t.next_activity < calls.size() && calls[t.next_activity].end_ns <= until) {
-    const ActivityCall& c = calls[t.next_activity++];
-    api_call(ApiCall{c.start_ns, c.end_ns, c.correlation, c.name, c.cbid, !c.driver, /*own_seq=*/false}, tid, t);
+    api_call(calls[t.next_activity++], /*own_seq=*/false, tid, t);
   }
   t.draining = false;
   update_boundary(t);

@@ -222,20 +222,9 @@ struct ThreadState {
   std::vector<uint32_t> start_ends;  // its start/end ranges that end on it, by start
   size_t next_start_end = 0;
   // Its API calls from activity records (the first pass's), in the order they are taken.
-  const std::vector<ActivityCall>* activity = nullptr;
+  const std::vector<ApiCall>* activity = nullptr;
   size_t next_activity = 0;
   bool draining = false;  // taking them now: the settle() an API call makes takes none
-};
-
-// An API call, from a callback's record on its thread or from an activity record.
-struct ApiCall {
-  int64_t start = 0;
-  int64_t end = 0;
-  uint64_t correlation = 0;
-  uint32_t name = 0;  // string id
-  uint16_t cbid = 0;
-  bool runtime = true;
-  bool own_seq = true;  // takes a sequence number on its thread (the first pass counted it there)
 };
 
 // A node of the tree of range stacks seen at API calls: one per distinct path, so a
@@ -277,7 +266,9 @@ class ConnPass {
   void mark(const wire::Record& r, uint32_t tid, ThreadState& t);
   void flush_mark();
   void start_record(const wire::Record& r, uint32_t tid, ThreadState& t);
-  void api_call(const ApiCall& c, uint32_t tid, ThreadState& t);
+  // `own_seq`: the call takes a sequence number on its thread (the first pass counted it
+  // there: a callback's record).
+  void api_call(const ApiCall& c, bool own_seq, uint32_t tid, ThreadState& t);
   // The thread's API calls from activity records that end by `until`.
   void take_activity_calls(ThreadState& t, uint32_t tid, int64_t until);
   void tensor_memory(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid, ThreadState& t);

@@ -223,19 +223,19 @@ class ConnScanner {
   // One thread's API calls from activity records: the driver calls a runtime call made
   // are its internals and go (as the callbacks never record them); the rest in the order
   // the callbacks would have written them, each at its end, a call after those it holds.
-  static void order_activity_calls(std::vector<ActivityCall>& calls) {
-    std::sort(calls.begin(), calls.end(), [](const ActivityCall& a, const ActivityCall& b) {
+  static void order_activity_calls(std::vector<ApiCall>& calls) {
+    std::sort(calls.begin(), calls.end(), [](const ApiCall& a, const ApiCall& b) {
       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
     });
     int64_t runtime_end = kMinTs;  // the end of the runtime call open at this start
     size_t kept = 0;
-    for (const ActivityCall& c : calls) {
+    for (const ApiCall& c : calls) {
       if (c.driver && c.end_ns <= runtime_end) continue;
       if (!c.driver) runtime_end = std::max(runtime_end, c.end_ns);
       calls[kept++] = c;
     }
     calls.resize(kept);
-    std::stable_sort(calls.begin(), calls.end(), [](const ActivityCall& a, const ActivityCall& b) {
+    std::stable_sort(calls.begin(), calls.end(), [](const ApiCall& a, const ApiCall& b) {
       return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.start_ns > b.start_ns;
     });
   }

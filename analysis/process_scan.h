@@ -44,9 +44,10 @@ struct StartEndRange {
   bool on_thread() const { return end_tid == tid; }  // nests among its thread's ranges
 };
 
-// A CUDA API call from CUPTI's RUNTIME / DRIVER activity records (wire kCudaApiActivity),
-// to be placed among its thread's records by time in the second pass.
-struct ActivityCall {
+// A CUDA API call: from a callback's record on its thread (kCudaRuntime, kCudaDriver), or
+// from CUPTI's RUNTIME / DRIVER activity records (kCudaApiActivity), which the first pass
+// collects for the second to place among the calling thread's records by time.
+struct ApiCall {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   uint64_t correlation = 0;
@@ -65,7 +66,7 @@ struct ConnScan {
   bool any_gpu = false;                   // a kernel, copy, memset, sync or memory event
   // Per calling thread, in the order the second pass takes them (by end, the outer call
   // after the calls it holds); driver calls made inside a runtime call are left out.
-  std::unordered_map<uint32_t, std::vector<ActivityCall>> activity_calls;
+  std::unordered_map<uint32_t, std::vector<ApiCall>> activity_calls;
 };
 
 // What the first pass learns of a process.
