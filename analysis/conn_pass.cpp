@@ -504,6 +504,8 @@ void ConnPass::api_call(const ApiCall& c, bool own_seq, uint32_t tid, ThreadStat
   int32_t& api_row = s.api;
   ++t.events;
   const uint64_t seq = own_seq ? t.seq++ : t.seq;
+  if (st_.proc.cuda_api.empty()) [[unlikely]]
+    st_.proc.cuda_api = own_seq ? "callbacks" : "activity";
   const int32_t step = step_of(t, start);
   const bool kept = st_.kept(start);
   const bool counted = kept && st_.counted(step);

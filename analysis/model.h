@@ -410,6 +410,8 @@ struct Process {
   uint64_t recovered_events = 0;
   uint64_t unrecovered_slots = 0;
   std::string gpu_tracing;                 // "on" | "off" | "not_started"; empty: CUDA never came up
+  std::string cuda_api;                    // where its API calls came from: "callbacks" | "activity"
+                                           // (TORCHPROF_CUDA_API); empty: none recorded
   // The injected library's buffers (its flusher's kBufferUsage / kBufferRefused records):
   // the most bytes they held and their cap (0: not said, an older library), and when
   // memory was first refused, losing events (0: never).

@@ -57,6 +57,7 @@ Json process_json(const Process& p) {
           {"threads", std::move(threads)},
           {"warnings", p.warnings},
           {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
+          {"cuda_api", p.cuda_api.empty() ? Json(nullptr) : Json(p.cuda_api)},
           {"gpu_incomplete_records", p.gpu_incomplete},
           {"gpu_unreadable_bytes", p.gpu_unreadable_bytes},
           {"recovered_events", p.recovered ? Json(p.recovered_events) : Json(nullptr)},

@@ -178,6 +178,8 @@ def scenario_check(scenario, extra_env=None):
         result = run_workload(scenario, extra_env)
         check_eq(result.rc, 0, f"exit code ({result.describe()})")
         summary = result.summary
+        api = (extra_env or {}).get("TORCHPROF_CUDA_API", "callbacks")
+        check_eq({p.get("cuda_api") for p in tp.processes_with_events(summary)}, {api}, "where the API calls came from")
         check_ranges(summary, expect)
         check_gpu_rows(summary, expect)
         check_device_and_memory(summary, expect)

@@ -51,6 +51,7 @@ def check_sample(name, launch_api, ex_api, api="callbacks"):
     result = run_sample(name, api)
     check_eq(result.rc, 0, f"exit code ({result.describe()})")
     summary = result.summary
+    check_eq([p.get("cuda_api") for p in tp.processes_with_events(summary)], [api], "where the API calls came from")
     kernels = gf.ops_of_kind(summary, "kernel")
     for kernel, calls in KERNELS.items():
         rows = [k for k in kernels if kernel in k["name"]]

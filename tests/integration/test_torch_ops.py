@@ -370,6 +370,7 @@ def gpu_time_on_ops(api="callbacks"):
     r = run_py([script("ops_gpu.py"), str(steps)], options=["--pytorch-ops"], env=env, timeout=300)
     check("RecordFunction callbacks are off" not in r.stderr_text, f"the observer was used: {r.stderr_text[-1500:]}")
     check_eq(r.stdout.decode().count("cudaMemset 0 bytes"), steps, f"the sets succeeded: {r.stdout.decode()}")
+    check_eq({p.get("cuda_api") for p in tp.processes_with_events(r.summary)}, {api}, "where the API calls came from")
     rows = {(o["kind"], o["name"]): o for o in r.summary["ops"]}
     fill = rows.get(("cpu_op", "tp_gpu::fill"))
     check(fill is not None, f"the op is a row: {sorted(rows)}")
