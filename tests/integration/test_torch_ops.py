@@ -121,21 +121,30 @@ def compare(model, *extra):
     ours_steps = torchprof_view(r)
     check(len(ours_steps) >= MIDDLE + 1, f"torchprof's steps: {len(ours_steps)}")
     theirs, ours = torch_steps[MIDDLE], ours_steps[MIDDLE]
-    names = theirs["names"]
-    missing = sorted(n for n in names if n not in ours["names"])
+    # Every step runs the same ops: a count torch gives differently in the steps beside
+    # this one is its own profiler's noise (torch 1.13 records some ops twice or not at
+    # all, a different one each run), and that name or pair is not compared.
+    beside = [torch_steps[k] for k in (MIDDLE - 1, MIDDLE + 1) if 0 < k < len(torch_steps)]
+    noisy_names = {n for n, c in theirs["names"].items() if any(b["names"].get(n) != c for b in beside)}
+    noisy_pairs = {k for k, c in theirs["pairs"].items() if any(b["pairs"].get(k) != c for b in beside)}
+    names = {n: c for n, c in theirs["names"].items() if n not in noisy_names}
+    missing = sorted(n for n in theirs["names"] if n not in ours["names"])
     check(not missing, f"op names torch lists that torchprof's step lacks: {missing}")
     equal = [n for n in names if ours["names"].get(n) == names[n]]
     share = len(equal) / len(names)
     unequal = {n: (names[n], ours["names"].get(n)) for n in names if n not in equal}
     print(f"{model}: {len(names)} names, {len(equal)} with equal calls ({100 * share:.1f}%); "
-          f"torch {sum(names.values())} calls, torchprof {sum(ours['names'].values())}; unequal {unequal}")
+          f"torch {sum(names.values())} calls, torchprof {sum(ours['names'].values())}; unequal {unequal}; "
+          f"not compared, torch's steps disagree: {sorted(noisy_names)}")
+    check(len(noisy_names) <= 2, f"torch's own steps disagree on {sorted(noisy_names)}")
     check(share >= 0.98, f"names with equal calls: {100 * share:.1f}% < 98%: {unequal}")
-    pairs = theirs["pairs"]
+    pairs = {k: c for k, c in theirs["pairs"].items() if k not in noisy_pairs}
     same = sum(min(c, ours["pairs"].get(k, 0)) for k, c in pairs.items())
     total = sum(pairs.values())
     worst = sorted(((c - ours["pairs"].get(k, 0), k) for k, c in pairs.items() if ours["pairs"].get(k, 0) != c),
                    reverse=True)[:8]
-    print(f"{model}: (op, parent) pairs equal for {same} of {total} calls ({100 * same / total:.1f}%); worst {worst}")
+    print(f"{model}: (op, parent) pairs equal for {same} of {total} calls ({100 * same / total:.1f}%); worst {worst}; "
+          f"not compared: {sorted(noisy_pairs)}")
     check(same / total >= 0.98, f"(op, parent) calls equal: {100 * same / total:.1f}% < 98%: {worst}")
     # fwdbwd flows: each forward op linked to the backward op torch links it to.
     flows = theirs["flows"]
@@ -220,14 +229,25 @@ def compare_stacks(model):
                 frame = "%s): %s" % (head.rsplit("/", 1)[-1], func)
             key = row["name"] + "\t" + frame
             ours[key] = ours.get(key, 0) + row["calls"]
-    equal = [k for k in theirs if ours.get(k) == theirs[k]]
+    # Calls torch gave no frame (torch 1.13: AccumulateGrad and the ops it runs) say nothing
+    # of where they were: torchprof gives them the frame of the backward() call. So a row
+    # torch gave a frame is equal when torchprof has its calls, or more by at most torch's
+    # frameless calls of that op; torch's frameless rows themselves are not compared.
+    frameless = {k.split("\t", 1)[0]: c for k, c in theirs.items() if k.endswith("\t")}
+    compared = [k for k in theirs if not k.endswith("\t")]
+    equal = [k for k in compared if ours.get(k) == theirs[k]]
+    moved = [k for k in compared if k not in equal
+             and theirs[k] < ours.get(k, 0) <= theirs[k] + frameless.get(k.split("\t", 1)[0], 0)]
     calls = sum(theirs.values())
     same = sum(min(c, ours.get(k, 0)) for k, c in theirs.items())
-    unequal = sorted(((theirs[k], ours.get(k, 0), k) for k in theirs if k not in equal), reverse=True)[:8]
-    print(f"{model}: {len(theirs)} (op, frame) rows, {len(equal)} with equal calls "
-          f"({100 * len(equal) / len(theirs):.1f}%); {same} of {calls} calls at the same frame; unequal {unequal}; "
+    unequal = sorted(((theirs[k], ours.get(k, 0), k) for k in compared if k not in equal and k not in moved),
+                     reverse=True)[:8]
+    share = (len(equal) + len(moved)) / len(compared)
+    print(f"{model}: {len(theirs)} (op, frame) rows, {len(compared)} with a frame in torch's; {len(equal)} with equal "
+          f"calls, {len(moved)} more by torch's frameless calls of the op {moved} ({100 * share:.1f}%); torch's "
+          f"frameless {frameless}; {same} of {calls} calls at the same frame; unequal {unequal}; "
           f"only torchprof's {sorted(set(ours) - set(theirs))[:6]}")
-    check(len(equal) / len(theirs) >= 0.95, f"(op, frame) rows with equal calls < 95%: {unequal}")
+    check(share >= 0.95, f"(op, frame) rows with equal calls < 95%: {unequal}")
 
 
 def resnet18():
