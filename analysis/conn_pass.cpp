@@ -12,8 +12,6 @@ namespace torchprof::engine {
 
 namespace {
 
-// Closed API calls a thread keeps as possible children of a later one.
-constexpr size_t kMaxClosedCalls = 64;
 // Start/end ranges opened by settle() sort after every record of their thread that has
 // the same start, end and thread (FirstUse's last tie-break).
 constexpr uint64_t kStartEndSeq = uint64_t{1} << 62;
@@ -491,80 +489,6 @@ int32_t ConnPass::stack_node(ThreadState& t) {
   return parent;
 }
 
-void ConnPass::api_call(const ApiCall& c, bool own_seq, uint32_t tid, ThreadState& t) {
-  const int64_t start = c.start_ns;
-  const int64_t end = c.end_ns;
-  touch(t, start);
-  touch(t, end);
-  // Start/end ranges that end before the call returns do not hold it: they close first.
-  if (end >= t.boundary) [[unlikely]]
-    settle(t, tid, start, end, /*inclusive=*/false);
-  NameSlot& s = use(c.name);
-  const Name name = s.name;
-  int32_t& api_row = s.api;
-  ++t.events;
-  const uint64_t seq = own_seq ? t.seq++ : t.seq;
-  if (st_.proc.cuda_api.empty()) [[unlikely]]
-    st_.proc.cuda_api = own_seq ? "callbacks" : "activity";
-  const int32_t step = step_of(t, start);
-  const bool kept = st_.kept(start);
-  const bool counted = kept && st_.counted(step);
-  const bool runtime = !c.driver;
-  const int64_t dur = end - start;
-  // The calls it holds were read before it (a driver call inside a runtime call).
-  int64_t held = 0;
-  while (!t.calls.empty() && t.calls.back().start >= start && t.calls.back().end <= end) {
-    held += t.calls.back().end - t.calls.back().start;
-    t.calls.pop_back();
-  }
-  if (t.calls.size() == kMaxClosedCalls) t.calls.erase(t.calls.begin());
-  t.calls.push_back({start, end});
-  Open* parent = parent_of(t, t.stack.size());
-  if (parent != nullptr && kept) {
-    parent->children += dur - held;
-    ++parent->child_count;
-    parent->child_same = false;
-  }
-  if (!kept) {
-    // Outside the capture range: so is the GPU work it launched, wherever that ran.
-    if (c.correlation != 0) launch(c.correlation, Launch{start, end, name, -1, step, tid, 0, false, runtime});
-    return;
-  }
-  ++st_.proc.cpu_events;
-  if (counted) {
-    RowStats& row = side_row(api_row);
-    row.add_use({st_.process_index, 0, tid, start, -end, seq});
-    ++row.calls;
-    row.total_ns += dur;
-    row.self_ns += std::max<int64_t>(0, dur - held);
-    if (st_.wants.records && runtime && step >= 0) st_.roles[kRoleRuntime].add(start, end);
-    if (st_.wants.stats) {
-      const auto index = static_cast<size_t>(api_row);
-      if (api_series_.size() <= index) api_series_.resize(index + 1);
-      api_series_[index].add(static_cast<double>(dur));
-    }
-  } else {
-    st_.left_out(step);
-  }
-  if (st_.wants.timeline != 0) timeline(tid, TimelineTrack::kCudaApi, 2, name, start, end);
-  const int cycle = st_.cycle(step);
-  const uint32_t enclosing = parent != nullptr && st_.cycle(parent->step) == cycle ? parent->external_id : 0;
-  if (st_.trace != nullptr && cycle >= 0) {
-    Event e;
-    e.name = name;
-    e.start_ns = start;
-    e.end_ns = end;
-    e.self_ns = std::max<int64_t>(0, dur - held);
-    e.correlation = c.correlation;
-    e.tid = tid;
-    e.step = step;
-    e.kind = runtime ? EventKind::kCudaRuntime : EventKind::kCudaDriver;
-    e.set_cbid(c.cbid);
-    st_.trace->event(e, {cycle, 0, enclosing});
-  }
-  if (c.correlation != 0) launch(c.correlation, Launch{start, end, name, stack_node(t), step, tid, enclosing, kept, runtime});
-}
-
 // ---- outputs -------------------------------------------------------------------------
 
 void ConnPass::timeline(uint32_t tid, TimelineTrack track, uint8_t category, Name name, int64_t start, int64_t end) {
@@ -675,16 +599,6 @@ void ConnPass::close_all(ThreadState& t, uint32_t tid) {
     if (next_open == kNever) break;
     settle(t, tid, next_open, kLongAgo, /*inclusive=*/false);  // opens the next one only
   }
-}
-
-void ConnPass::take_activity_calls(ThreadState& t, uint32_t tid, int64_t until) {
-  t.draining = true;
-  const std::vector<ApiCall>& calls = *t.activity;
-  while (t.next_activity < calls.size() && calls[t.next_activity].end_ns <= until) {
-    api_call(calls[t.next_activity++], /*own_seq=*/false, tid, t);
-  }
-  t.draining = false;
-  update_boundary(t);
 }
 
 void ConnPass::finish() {

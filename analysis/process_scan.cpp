@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "analysis/capture_range.h"
 #include "analysis/capture_windows.h"
@@ -140,8 +141,7 @@ class ConnScanner {
         case wire::Kind::kTensorFree: touch(r.ts); break;
         case wire::Kind::kCudaRuntime:
         case wire::Kind::kCudaDriver: {
-          const int64_t start_ts = touch(r.ts);
-          touch_epoch(std::max(start_ts, record_epoch_ns(conn_.hello, r.a)));
+          touch_call(r);
           out_.any_event = true;
           ++thread.seq;
           break;
@@ -150,12 +150,9 @@ class ConnScanner {
           if (extra_bytes < sizeof(wire::GpuApiExtra)) break;
           wire::GpuApiExtra x{};
           std::memcpy(&x, extra, sizeof x);
-          const int64_t start_ts = touch(r.ts);
-          const int64_t end_ts = std::max(start_ts, record_epoch_ns(conn_.hello, r.a));
-          touch_epoch(end_ts);
+          const auto [start_ts, end_ts] = touch_call(r);
           out_.any_event = true;
-          out_.activity_calls[x.tid].push_back(
-              {start_ts, end_ts, r.b, r.name, r.domain, x.driver != 0});
+          out_.activity_calls[x.tid].push_back({start_ts, end_ts, r.b, r.name, r.domain, x.driver != 0});
           break;
         }
         case wire::Kind::kCaptureWindow:
@@ -257,6 +254,11 @@ class ConnScanner {
   };
 
   int64_t touch(uint64_t raw) { return touch_epoch(record_epoch_ns(conn_.hello, raw)); }
+  // An API call's record (ts = start, a = end): its start and end, both touched.
+  std::pair<int64_t, int64_t> touch_call(const wire::Record& r) {
+    const int64_t start = touch(r.ts);
+    return {start, touch_epoch(std::max(start, record_epoch_ns(conn_.hello, r.a)))};
+  }
   int64_t touch_epoch(int64_t ts) {
     first_ = std::min(first_, ts);
     last_ = std::max(last_, ts);

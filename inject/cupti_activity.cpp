@@ -159,6 +159,7 @@ bool pop_completed(Cursor* out) {
   if (h == nullptr) return false;
   // With API calls from activity records no callback moves the reference: the records
   // converted so far did, which a buffer completed before their conversion never saw.
+  // (With callbacks the reference at completion stays: calls made since may be 2^32 on.)
   const uint64_t reference =
       g_api_calls ? std::max(h->reference, g_correlation_reference.load(std::memory_order_relaxed)) : h->reference;
   *out = Cursor{data_of(h), h->valid, nullptr, reference};

@@ -246,7 +246,7 @@ int enable_kind(CUpti_ActivityKind kind) {
 // TORCHPROF_CUDA_API=activity: the API calls come as CUPTI's RUNTIME and DRIVER records,
 // their threads named by system thread id (CUPTI's default is pthread_self()'s low bits),
 // as the threads' own records name them. False when this CUPTI cannot: callbacks then.
-bool api_activity_possible() {
+bool use_system_thread_ids() {
   const CuptiApi* api = cupti();
   if (api->set_thread_id_type != nullptr &&
       TP_CUPTI_CALL(set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)) == CUPTI_SUCCESS) {
@@ -323,7 +323,7 @@ void cupti_initialize() {
   pthread_atfork(nullptr, nullptr, on_fork_child);
   // API calls by activity records: callbacks stay only where something must happen at
   // the call (profiler start/stop, resets, a context's end).
-  const bool api_activity = c.trace_cuda && c.cuda_api_activity && api_activity_possible();
+  const bool api_activity = c.trace_cuda && c.cuda_api_activity && use_system_thread_ids();
   CUpti_TimestampCallbackFunc timestamp = align_clock();  // before any activity kind is enabled, as CUPTI asks
   g_record_api.store(c.trace_cuda && !api_activity, std::memory_order_relaxed);
   enable_callbacks(subscriber, c.trace_cuda && !api_activity);
