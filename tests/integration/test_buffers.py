@@ -55,13 +55,7 @@ def grow_and_release():
     grown_kb = s["rss_burst_kb"] - s["rss_before_kb"]
     check(grown_kb >= 16 * 1024, f"resident memory grew by {grown_kb} kB only during the burst")
     back_kb = s["rss_after_kb"] - s["rss_before_kb"]
-    if "ASAN_OPTIONS" in os.environ:
-        # Under ASan (scripts/sanitize.sh) 14 MiB stay resident after this burst (10 MiB
-        # with ASan's quarantine off), where the plain build returns to within the bound:
-        # the sanitizer's own memory counts in the resident set, the rest is not explained.
-        print(f"resident memory {back_kb} kB above the start after {s['settle_ms']} ms (not bounded under ASan)")
-    else:
-        check(back_kb <= 8 * 1024, f"resident memory still {back_kb} kB above what it was after {s['settle_ms']} ms")
+    check(back_kb <= 8 * 1024, f"resident memory still {back_kb} kB above what it was after {s['settle_ms']} ms")
     # A stopped collector may also time a frame out (counted lost); the buffers dropped nothing.
     check("buffer cap" not in r.stderr_text, "a cap named on stderr though none was reached")
 
