@@ -456,7 +456,9 @@ ProcessScan scan_process(CaptureReader& reader, const std::vector<const ConnInpu
     StartEndRange& se = scan.conns[c.conn].start_ends[static_cast<size_t>(c.start_end)];
     se.end_ns = std::max(se.start_ns, std::min(se.end_ns, marker_events[k].end_ns));
   }
-  const bool recorded = ranged ? any_event && !scan.windows.empty() : any_event;
+  // A process that sent GPU records alone (TORCHPROF_TRACE=gpu) gets its whole-run step too:
+  // its kernels are rows, though no range or call of its own holds them.
+  const bool recorded = ranged ? any_event && !scan.windows.empty() : any_record;
   scan.steps = steps_of_markers(marker_events, scan.start_ns, scan.end_ns, recorded, options.schedule);
   if (!proc.capture_toggles.empty()) {
     proc.steps = scan.steps;

@@ -92,7 +92,7 @@ def check_ranges(summary, expect):
               f"cpu_total_ns of range {name!r}: {row['cpu_total_ns']} < {want['cpu_total_min_ns']}")
 
 
-def check_gpu_rows(summary, expect):
+def check_gpu_rows(summary, expect, api_calls=True):
     rows = {o.get("mangled_name", o["name"]): o for o in ops_of_kind(summary, "kernel", "memcpy", "memset")}
     check_eq(sorted(rows), sorted(g["name"] for g in expect["gpu_ops"]), "GPU rows (by recorded name)")
     for g in expect["gpu_ops"]:
@@ -101,6 +101,8 @@ def check_gpu_rows(summary, expect):
         check_eq(row["calls"], g["calls"], f"calls of {g['name']!r}")
         check_cuda(row["self_cuda_ns"], g["total_ns"], f"self_cuda_ns of {g['name']!r}")
         check_eq(row["cpu_total_ns"], 0, f"cpu_total_ns of GPU row {g['name']!r}")
+    if not api_calls:
+        return
     api = {o["name"]: o["calls"] for o in ops_of_kind(summary, "cuda_api")}
     for name, calls in expect["api_calls"].items():
         check_eq(api.get(name), calls, f"calls of API {name!r}")
@@ -192,6 +194,29 @@ def scenario_check(scenario, extra_env=None):
         check("Self CUDA time total:" in result.table, "table has the Self CUDA trailer")
         tp.check_streamed_table(result.out_dir)
     return run
+
+
+def gpu_only():
+    """TORCHPROF_TRACE=gpu: no ranges and no API calls, CUPTI's GPU records alone (what a
+    process of a tree sends when only its GPU work is wanted). Every kernel, copy and set is
+    a row of the table with its GPU time, the device figures and the traces have them, and
+    one line says they count in no range."""
+    expect = expectations("streams")
+    result = run_workload("streams", {"TORCHPROF_TRACE": "gpu"})
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    summary = result.summary
+    check_eq(ops_of_kind(summary, "nvtx", "cuda_api"), [], "range and API rows")
+    check_gpu_rows(summary, expect, api_calls=False)
+    d = summary["gpu"]["devices"]
+    check_eq(len(d), 1, "GPU devices in summary.json")
+    for key in ("kernel_ns", "memcpy_ns", "memset_ns"):
+        check_eq(d[0][key], expect["totals"][key], key)
+    check_trace_rows(result, expect)
+    launched = sum(g["calls"] for g in expect["gpu_ops"])
+    check(f"{launched} GPU records have no recorded launching API call" in result.stderr_text,
+          f"no line about the {launched} GPU records outside every range")
+    check("nothing was recorded" not in result.stderr_text, "the run is said to have recorded nothing")
+    check("Self CUDA time total:" in result.table, "table has the Self CUDA trailer")
 
 
 def cupti_unknown():
@@ -312,6 +337,7 @@ SCENARIO_FUNCS.update({name + "_activity": scenario_check(name, {"TORCHPROF_CUDA
                        for name in ACTIVITY_SCENARIOS})
 SCENARIO_FUNCS["advice_diff"] = advice_diff
 SCENARIO_FUNCS["cupti_unknown"] = cupti_unknown
+SCENARIO_FUNCS["gpu_only"] = gpu_only
 SCENARIO_FUNCS.update({"advice_" + name: advice_check(name) for name in ADVICE})
 
 if __name__ == "__main__":
