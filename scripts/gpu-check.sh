@@ -6,7 +6,9 @@
 # times against CUDA events on long kernels (scripts/gpu/cuda_sample.cu); a PyTorch loop under
 # torchprof (op table, kernels) against torch.profiler, and the slowdown of each; torch.profiler
 # inside a torchprof run; cudaProfilerStop with kernels queued, an exit without a synchronize,
-# a SIGKILL mid-run (scripts/gpu/cupti_cases.cu).
+# a SIGKILL mid-run (scripts/gpu/cupti_cases.cu); the host's cost per launch without torchprof,
+# with GPU records only, and with API calls from callbacks and from activity records
+# (scripts/gpu/launch_cost.cu), rounds in turn.
 # Every step has a time limit, cut to what is left of the whole check's budget
 # (GPU_CHECK_BUDGET_S, default 330 s, at most 360); a failed step is a FAIL and the next runs.
 # $OUT gets two files: report.txt and gpu-check.tar.gz (summaries, tables, references, step
@@ -111,6 +113,8 @@ FAKE_CUPTI="$BUILD/lib/fake_cupti/libfake_cupti.so"
 FAKE_CUDA="$BUILD/lib/fake_cuda"
 WORKLOAD="$BUILD/bin/gpu_workload"
 STANDIN="[stand-in]"
+LAUNCHES=100000 LAUNCH_ROUNDS=3
+((DRY)) && LAUNCHES=20000 LAUNCH_ROUNDS=2
 
 # CUDA programs of the dry run run on the drop-in libcudart.so.13 over the fake libcupti.
 CUDA_ENV=(env)
@@ -166,7 +170,7 @@ check_deps() {
   if [[ -z $bad_all ]]; then log "PASS deps: glibc and libstdc++ only"; else log "FAIL deps: $bad_all"; fi
 }
 
-# The four nvcc programs, compiled side by side (each bounded like a step).
+# The nvcc programs, compiled side by side (each bounded like a step).
 build_programs() {
   section "nvcc builds"
   [[ -n $NVCC ]] || { log "FAIL nvcc: not found (PATH, /usr/local/cuda/bin)"; return; }
@@ -175,7 +179,8 @@ build_programs() {
     [nvcc13_shared_build]="-cudart shared -o $WORK/cuda13_shared $src"
     [nvcc13_static_build]="-o $WORK/cuda13_static $src"
     [events_build]="-cudart shared -O2 -std=c++17 -lineinfo -o $WORK/cuda_sample $GPU_DIR/cuda_sample.cu"
-    [cases_build]="-O2 -std=c++17 -o $WORK/cupti_cases $GPU_DIR/cupti_cases.cu")
+    [cases_build]="-O2 -std=c++17 -o $WORK/cupti_cases $GPU_DIR/cupti_cases.cu"
+    [launch_build]="-cudart shared -O2 -o $WORK/launch_cost $GPU_DIR/launch_cost.cu")
   for name in "${!cmd[@]}"; do
     # shellcheck disable=SC2086 # the paths have no spaces: $WORK is mktemp's, the repository's is checked
     run_step "$name" 120 "$NVCC" "${ARCH[@]}" ${cmd[$name]} &
@@ -411,6 +416,38 @@ check_cupti_cases_dry() {
   unset TORCHPROF_CUPTI_LIB
 }
 
+# The host's ns per launch (scripts/gpu/launch_cost.cu) without torchprof, with GPU records
+# only, and with API calls from callbacks and from CUPTI's activity records: the figures the
+# default TORCHPROF_CUDA_API is chosen by. Rounds in turn, so each mode sees the same machine.
+check_launch_cost() {
+  section "launch cost: scripts/gpu/launch_cost.cu, $LAUNCH_ROUNDS rounds of $LAUNCHES launches"
+  built launch_build || return
+  local bin="$WORK/launch_cost" r mode name ns figures=() runs=() launched="" counted=""
+  local -A trace=([gpu]=nvtx,gpu [callbacks]=nvtx,cuda,gpu [activity]=nvtx,cuda,gpu)
+  for ((r = 1; r <= LAUNCH_ROUNDS; r++)); do
+    for mode in plain gpu callbacks activity; do
+      name="launch_${mode}_$r"
+      if [[ $mode == plain ]]; then
+        run_step "$name" 60 "${CUDA_ENV[@]}" "$bin" "$LAUNCHES"
+      else
+        TORCHPROF_TRACE=${trace[$mode]} TORCHPROF_CUDA_API=${mode/gpu/callbacks} tp_step "$name" 60 -q -- \
+          "$bin" "$LAUNCHES"
+        ((r == LAUNCH_ROUNDS)) && [[ ${RC[$name]} == 0 ]] && runs+=(--run "$mode=$RUNS/$name/summary.json")
+      fi
+      [[ ${RC[$name]} == 0 ]] || continue
+      ns=$(sed -n 's/^launch_cost ns_per_launch=\([0-9.]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
+      [[ -n $ns ]] && figures+=(--figure "$mode=$ns")
+      launched=$(sed -n 's/^launch_cost .* launched=\([0-9]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
+      counted=$(sed -n 's/^launch_cost .* device_count_calls=\([0-9]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
+    done
+  done
+  keep_run "launch_activity_$LAUNCH_ROUNDS"
+  local label=""
+  ((DRY)) && label="/fake"  # the fake's costs, not CUPTI's: checks the script and the counts
+  pyrun "$GPU_DIR/cupti_verdicts.py" launch-cost --label "$label" "${figures[@]}" "${runs[@]}" \
+    --kernels-launched "${launched:-0}" --counted-calls "${counted:-0}"
+}
+
 # One table of every PASS/FAIL line: check, verdict, detail.
 verdict_table() {
   grep -hE '^(PASS|FAIL)' "$REPORT" >"$WORK/verdicts.txt"
@@ -461,6 +498,7 @@ main() {
   check_events
   if ((DRY)); then check_torch_dry; else check_torch; fi
   if ((DRY)); then check_cupti_cases_dry; else check_cupti_cases; fi
+  check_launch_cost
   verdict_table
   pack
   echo

@@ -11,11 +11,17 @@ FAIL line per check, INFO lines with the figures. Exit status 0 whatever they sa
                                   [--stderr LOG --no-driver --expect-rc RC_WITHOUT_TORCHPROF]
   cupti_verdicts.py trace         --trace-dir D --label L
   cupti_verdicts.py slowdown      --wall plain=NS --wall torchprof=NS --wall reference=NS [--label L]
+  cupti_verdicts.py launch-cost   --figure MODE=NS ... --run MODE=SUMMARY ... --kernels-launched N
+                                  --counted-calls N [--label L]
 
 nvcc13 checks tests/nvcc/cuda13_sample.cu's run (CUDA 13's __cudaLaunchKernel, its
 kernels all attributed to their NVTX ranges, one synchronisation per polled event,
 the trace fields TensorBoard and HTA read); --no-driver checks what a statically
 linked sample does where no driver loads (the dry run's stand-in).
+
+launch-cost checks scripts/gpu/launch_cost.cu's runs: MODE is plain (no torchprof), gpu
+(TORCHPROF_TRACE without cuda), callbacks or activity (TORCHPROF_CUDA_API); a --figure per
+run and round (ns per launch), a --run per torchprof mode (its summary.json).
 
 CASE.json is what scripts/gpu/cupti_cases.cu (or the dry run) writes: mode, kernel (the
 row name), launched, each_ns. REF.json is torch_train.py --torch-profiler's output.
@@ -240,6 +246,59 @@ def slowdown(a):
     verdict(ours <= ref * SLOWDOWN_MAX, f"perf.slowdown{a.label}", detail + ")")
 
 
+LAUNCH_API = "__cudaLaunchKernel"  # what nvcc 13 makes of <<<>>>
+LAUNCH_KERNEL = "empty_kernel"
+LAUNCH_MODES = ("plain", "gpu", "callbacks", "activity")
+
+
+def launch_cost(a):
+    """Every empty kernel launched back to back is counted in each mode; the two ways of
+    recording API calls record the same calls; ns per launch of each mode (the median of
+    its rounds) is the figure the default way is chosen by."""
+    runs = dict(item.split("=", 1) for item in a.run)
+    api_rows = {}
+    for mode in ("gpu", "callbacks", "activity"):
+        if mode not in runs:
+            verdict(False, f"launch_cost.{mode}{a.label}.kernels", "the run failed or is missing")
+            continue
+        s = load(runs[mode])
+        calls = sum(o.get("calls", 0) for o in s.get("ops", [])
+                    if o.get("kind") == "kernel" and LAUNCH_KERNEL in o.get("name", ""))
+        verdict(calls == a.kernels_launched, f"launch_cost.{mode}{a.label}.kernels",
+                f"{calls} of {a.kernels_launched} empty kernels counted (dropped: {s.get('dropped_events')})")
+        if mode == "gpu":
+            continue
+        apis = {o["name"]: o.get("calls", 0) for o in s.get("ops", []) if o.get("kind") == "cuda_api"}
+        api_rows[mode] = apis
+        want = {LAUNCH_API: a.kernels_launched, "cudaGetDeviceCount": a.counted_calls, "cudaPeekAtLastError": a.counted_calls}
+        got = {k: apis.get(k, 0) for k in want}
+        blocked = sorted(k for k in ("cudaGetDevice", "cudaGetLastError") if k in apis)
+        verdict(got == want and not blocked, f"launch_cost.{mode}{a.label}.api",
+                f"calls {got}, expected {want}" + (f"; blocklisted calls recorded: {blocked}" if blocked else ""))
+    if len(api_rows) == 2:
+        diff = {k: (api_rows["callbacks"].get(k), api_rows["activity"].get(k))
+                for k in set(api_rows["callbacks"]) | set(api_rows["activity"])
+                if api_rows["callbacks"].get(k) != api_rows["activity"].get(k)}
+        verdict(not diff, f"launch_cost.same_calls{a.label}",
+                f"API rows differ (callbacks, activity): {diff}" if diff else
+                f"callbacks and activity records give the same {len(api_rows['activity'])} API rows, call for call")
+    figures = {}
+    for item in a.figure:
+        mode, _, ns = item.partition("=")
+        figures.setdefault(mode, []).append(float(ns))
+    med = {m: sorted(v)[len(v) // 2] for m, v in figures.items() if v}
+    missing = [m for m in LAUNCH_MODES if m not in med]
+    if missing:
+        verdict(False, f"perf.launch_cost{a.label}", f"no figure for {missing}: {figures}")
+        return
+    base = med["plain"]
+    # A figure, not a bound: which way of recording API calls costs less decides the default.
+    verdict(True, f"perf.launch_cost{a.label}",
+            "ns per launch, median of " + f"{min(len(v) for v in figures.values())} rounds: plain {base:.0f}, "
+            + ", ".join(f"{m} +{med[m] - base:.0f}" for m in LAUNCH_MODES[1:])
+            + f"; activity/callbacks added {(med['activity'] - base) / max(med['callbacks'] - base, 1.0):.2f}")
+
+
 def memory(a):
     """--profile-memory on CUDA tensors: the caching allocator's reports reached torchprof
     (its peak of allocated bytes is the one torch.cuda.max_memory_allocated() gives), and
@@ -301,7 +360,7 @@ def snapshot(a, ref):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case_name", choices=["profiler-stop", "no-sync-exit", "sigkill", "second-client", "nvcc13",
-                                         "slowdown", "trace", "memory"])
+                                         "slowdown", "trace", "memory", "launch-cost"])
     p.add_argument("--summary")
     p.add_argument("--case")
     p.add_argument("--rc", type=int)
@@ -319,14 +378,18 @@ def main():
     p.add_argument("--wall", action="append", default=[])
     p.add_argument("--memory-ref")
     p.add_argument("--snapshot")
+    p.add_argument("--figure", action="append", default=[], help="launch-cost: MODE=NS per launch, one per run")
+    p.add_argument("--run", action="append", default=[], help="launch-cost: MODE=SUMMARY of the last round")
+    p.add_argument("--kernels-launched", type=int, default=0)
+    p.add_argument("--counted-calls", type=int, default=0)
     a = p.parse_args()
     global SUFFIX
-    if a.case_name not in ("nvcc13", "slowdown", "trace", "memory"):
+    if a.case_name not in ("nvcc13", "slowdown", "trace", "memory", "launch-cost"):
         SUFFIX = a.label
     try:
         {"profiler-stop": profiler_stop, "no-sync-exit": no_sync_exit, "sigkill": sigkill,
          "second-client": second_client, "nvcc13": nvcc13, "slowdown": slowdown,
-         "trace": trace, "memory": memory}[a.case_name](a)
+         "trace": trace, "memory": memory, "launch-cost": launch_cost}[a.case_name](a)
     except (OSError, ValueError, KeyError, TypeError) as e:
         verdict(False, f"cupti.{a.case_name.replace('-', '_')}", f"cannot read the results: {e}")
     return 0

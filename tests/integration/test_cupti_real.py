@@ -281,7 +281,9 @@ GPU_CHECK_VERDICTS = (
     "perf.slowdown[stand-in]", "cupti.second_client.notice[stand-in]",
     "cupti.second_client.torchprof[spin_kernel(long long)][stand-in]", "cupti.profiler_stop.kernels[stand-in]",
     "cupti.no_sync_exit.accounted[stand-in]", "cupti.sigkill.exit_code[stand-in]",
-    "cupti.sigkill.delivered[stand-in]")
+    "cupti.sigkill.delivered[stand-in]", "launch_cost.gpu/fake.kernels", "launch_cost.callbacks/fake.kernels",
+    "launch_cost.callbacks/fake.api", "launch_cost.activity/fake.kernels", "launch_cost.activity/fake.api",
+    "launch_cost.same_calls/fake", "perf.launch_cost/fake")
 
 
 def gpu_check_dry():
@@ -326,7 +328,8 @@ def gpu_check_dry():
         with open(cache) as f:
             omitted = "".join(line for line in f if line.startswith("TORCHPROF_OMIT_CBIDS:"))
     expect_failed = (["nvcc13.shared.attributed", "nvcc13.shared.launch_api", "nvcc13.shared_activity.attributed",
-                      "nvcc13.shared_activity.launch_api"]
+                      "nvcc13.shared_activity.launch_api", "launch_cost.callbacks/fake.api",
+                      "launch_cost.activity/fake.api"]
                      if "__cudaLaunchKernel_v13000" in omitted else [])
     check_eq(failed, expect_failed, f"FAIL verdicts ({omitted.strip() or 'no callback ids omitted'})")
     # The table is the last thing printed: its header, then one row per verdict, then the tally.
