@@ -113,7 +113,7 @@ FAKE_CUPTI="$BUILD/lib/fake_cupti/libfake_cupti.so"
 FAKE_CUDA="$BUILD/lib/fake_cuda"
 WORKLOAD="$BUILD/bin/gpu_workload"
 STANDIN="[stand-in]"
-LAUNCHES=100000 LAUNCH_ROUNDS=3
+LAUNCHES=50000 LAUNCH_ROUNDS=3
 ((DRY)) && LAUNCHES=20000 LAUNCH_ROUNDS=2
 
 # CUDA programs of the dry run run on the drop-in libcudart.so.13 over the fake libcupti.
