@@ -422,7 +422,7 @@ check_cupti_cases_dry() {
 check_launch_cost() {
   section "launch cost: scripts/gpu/launch_cost.cu, $LAUNCH_ROUNDS rounds of $LAUNCHES launches"
   built launch_build || return
-  local bin="$WORK/launch_cost" r mode name ns figures=() runs=() launched="" counted=""
+  local bin="$WORK/launch_cost" r mode name line figures=() runs=() launched=""
   local -A trace=([gpu]=nvtx,gpu [callbacks]=nvtx,cuda,gpu [activity]=nvtx,cuda,gpu)
   for ((r = 1; r <= LAUNCH_ROUNDS; r++)); do
     for mode in plain gpu callbacks activity; do
@@ -435,17 +435,18 @@ check_launch_cost() {
         ((r == LAUNCH_ROUNDS)) && [[ ${RC[$name]} == 0 ]] && runs+=(--run "$mode=$RUNS/$name/summary.json")
       fi
       [[ ${RC[$name]} == 0 ]] || continue
-      ns=$(sed -n 's/^launch_cost ns_per_launch=\([0-9.]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
-      [[ -n $ns ]] && figures+=(--figure "$mode=$ns")
-      launched=$(sed -n 's/^launch_cost .* launched=\([0-9]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
-      counted=$(sed -n 's/^launch_cost .* device_count_calls=\([0-9]*\).*/\1/p' "$KEEP/logs/$name.log" | head -n1)
+      line=$(grep -m1 '^launch_cost ' "$KEEP/logs/$name.log")
+      if [[ $line =~ ns_per_launch=([0-9.]+)\ launched=([0-9]+) ]]; then
+        figures+=(--figure "$mode=${BASH_REMATCH[1]}")
+        launched=${BASH_REMATCH[2]}
+      fi
     done
   done
   keep_run "launch_activity_$LAUNCH_ROUNDS"
   local label=""
   ((DRY)) && label="/fake"  # the fake's costs, not CUPTI's: checks the script and the counts
   pyrun "$GPU_DIR/cupti_verdicts.py" launch-cost --label "$label" "${figures[@]}" "${runs[@]}" \
-    --kernels-launched "${launched:-0}" --counted-calls "${counted:-0}"
+    --kernels-launched "${launched:-0}"
 }
 
 # One table of every PASS/FAIL line: check, verdict, detail.

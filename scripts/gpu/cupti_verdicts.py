@@ -11,8 +11,7 @@ FAIL line per check, INFO lines with the figures. Exit status 0 whatever they sa
                                   [--stderr LOG --no-driver --expect-rc RC_WITHOUT_TORCHPROF]
   cupti_verdicts.py trace         --trace-dir D --label L
   cupti_verdicts.py slowdown      --wall plain=NS --wall torchprof=NS --wall reference=NS [--label L]
-  cupti_verdicts.py launch-cost   --figure MODE=NS ... --run MODE=SUMMARY ... --kernels-launched N
-                                  --counted-calls N [--label L]
+  cupti_verdicts.py launch-cost   --figure MODE=NS ... --run MODE=SUMMARY ... --kernels-launched N [--label L]
 
 nvcc13 checks tests/nvcc/cuda13_sample.cu's run (CUDA 13's __cudaLaunchKernel, its
 kernels all attributed to their NVTX ranges, one synchronisation per polled event,
@@ -270,7 +269,7 @@ def launch_cost(a):
             continue
         apis = {o["name"]: o.get("calls", 0) for o in s.get("ops", []) if o.get("kind") == "cuda_api"}
         api_rows[mode] = apis
-        want = {LAUNCH_API: a.kernels_launched, "cudaGetDeviceCount": a.counted_calls, "cudaPeekAtLastError": a.counted_calls}
+        want = {k: a.kernels_launched for k in (LAUNCH_API, "cudaGetDeviceCount", "cudaPeekAtLastError")}
         got = {k: apis.get(k, 0) for k in want}
         blocked = sorted(k for k in ("cudaGetDevice", "cudaGetLastError") if k in apis)
         verdict(got == want and not blocked, f"launch_cost.{mode}{a.label}.api",
@@ -294,7 +293,7 @@ def launch_cost(a):
     base = med["plain"]
     # A figure, not a bound: which way of recording API calls costs less decides the default.
     verdict(True, f"perf.launch_cost{a.label}",
-            "ns per launch, median of " + f"{min(len(v) for v in figures.values())} rounds: plain {base:.0f}, "
+            f"ns per launch, median of {min(len(v) for v in figures.values())} rounds: plain {base:.0f}, "
             + ", ".join(f"{m} +{med[m] - base:.0f}" for m in LAUNCH_MODES[1:])
             + f"; activity/callbacks added {(med['activity'] - base) / max(med['callbacks'] - base, 1.0):.2f}")
 
@@ -381,7 +380,6 @@ def main():
     p.add_argument("--figure", action="append", default=[], help="launch-cost: MODE=NS per launch, one per run")
     p.add_argument("--run", action="append", default=[], help="launch-cost: MODE=SUMMARY of the last round")
     p.add_argument("--kernels-launched", type=int, default=0)
-    p.add_argument("--counted-calls", type=int, default=0)
     a = p.parse_args()
     global SUFFIX
     if a.case_name not in ("nvcc13", "slowdown", "trace", "memory", "launch-cost"):

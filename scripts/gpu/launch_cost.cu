@@ -1,15 +1,15 @@
 // The host's cost of a kernel launch as a framework makes it, for scripts/gpu-check.sh's
-// launch_cost case: each launch is CHATTER runtime calls (cudaGetDevice, cudaGetLastError,
-// cudaGetDeviceCount, cudaPeekAtLastError in turn; the first two are on Kineto's blocklist
-// and not recorded, the other two are) and one <<<>>> launch of an empty kernel. Launches go in batches of 256 with a synchronize after each, outside the timed
+// launch_cost case: each launch is four runtime calls (cudaGetDevice, cudaGetLastError,
+// cudaGetDeviceCount, cudaPeekAtLastError; the first two are on Kineto's blocklist and not
+// recorded, the other two are) and one <<<>>> launch of an empty kernel. Launches go in batches of 256 with a synchronize after each, outside the timed
 // part, so the GPU's queue never fills and only the host's time is measured. A warm-up
 // batch of the same shape comes first (its launches are counted in `launched`).
 //
-//   launch_cost [LAUNCHES=100000] [CHATTER=4]
+//   launch_cost [LAUNCHES=100000]
 //
 // Prints one line:
-//   launch_cost ns_per_launch=X launched=N device_count_calls=M chatter=C
-// (launched and device_count_calls include the warm-up)
+//   launch_cost ns_per_launch=X launched=N
+// (launched includes the warm-up; each of the four calls is made once per launch)
 // and exits 1 on a CUDA error.
 #include <cuda_runtime.h>
 
@@ -30,21 +30,16 @@ uint64_t now_ns() {
 }
 
 constexpr long kBatch = 256;
-long g_device_count_calls = 0;
 
-// One batch of `n` launches with `chatter` calls each; false on a CUDA error.
-bool batch(long n, int chatter) {
+// One batch of `n` launches; false on a CUDA error.
+bool batch(long n) {
   int device = 0;
   int count = 0;
   for (long i = 0; i < n; ++i) {
-    for (int c = 0; c < chatter; ++c) {
-      switch (c % 4) {
-        case 0: cudaGetDevice(&device); break;
-        case 1: cudaGetLastError(); break;
-        case 2: cudaGetDeviceCount(&count); ++g_device_count_calls; break;
-        default: cudaPeekAtLastError(); break;
-      }
-    }
+    cudaGetDevice(&device);
+    cudaGetLastError();
+    cudaGetDeviceCount(&count);
+    cudaPeekAtLastError();
     empty_kernel<<<1, 1>>>();
   }
   return cudaGetLastError() == cudaSuccess;
@@ -54,12 +49,11 @@ bool batch(long n, int chatter) {
 
 int main(int argc, char** argv) {
   const long launches = argc > 1 ? std::atol(argv[1]) : 100000;
-  const int chatter = argc > 2 ? std::atoi(argv[2]) : 4;
-  if (launches <= 0 || chatter < 0) {
-    std::fprintf(stderr, "usage: launch_cost [LAUNCHES>0] [CHATTER>=0]\n");
+  if (launches <= 0) {
+    std::fprintf(stderr, "usage: launch_cost [LAUNCHES>0]\n");
     return 2;
   }
-  if (!batch(kBatch, chatter) || cudaDeviceSynchronize() != cudaSuccess) {
+  if (!batch(kBatch) || cudaDeviceSynchronize() != cudaSuccess) {
     std::fprintf(stderr, "launch_cost: the warm-up batch failed\n");
     return 1;
   }
@@ -67,15 +61,14 @@ int main(int argc, char** argv) {
   for (long done = 0; done < launches; done += kBatch) {
     const long n = launches - done < kBatch ? launches - done : kBatch;
     const uint64_t t0 = now_ns();
-    const bool ok = batch(n, chatter);
+    const bool ok = batch(n);
     timed += now_ns() - t0;
     if (!ok || cudaDeviceSynchronize() != cudaSuccess) {
       std::fprintf(stderr, "launch_cost: a CUDA call failed after %ld launches\n", done);
       return 1;
     }
   }
-  std::printf("launch_cost ns_per_launch=%.1f launched=%ld device_count_calls=%ld chatter=%d\n",
-              static_cast<double>(timed) / static_cast<double>(launches), launches + kBatch,
-              g_device_count_calls, chatter);
+  std::printf("launch_cost ns_per_launch=%.1f launched=%ld\n", static_cast<double>(timed) / static_cast<double>(launches),
+              launches + kBatch);
   return 0;
 }
