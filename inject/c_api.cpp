@@ -8,7 +8,7 @@
 
 #include "inject/capture_control.h"
 #include "inject/clock.h"
-#include "inject/cupti_tracer.h"
+#include "inject/cupti/tracer.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"

@@ -11,7 +11,7 @@
 
 #include "inject/capture_control.h"
 #include "inject/config.h"
-#include "inject/cupti_tracer.h"
+#include "inject/cupti/tracer.h"
 #include "inject/export.h"
 #include "inject/process_state.h"
 

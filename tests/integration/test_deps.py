@@ -10,7 +10,7 @@ from tp import check
 
 ALLOWED_NEEDED = re.compile(r"^(libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|ld-linux[-\w.]*\.so\.\d)$")
 ENTRY_POINTS = {"InitializeInjectionNvtx2", "InitializeInjection"}
-# CUPTI functions interposed for a second CUPTI client in the program (inject/cupti_share.cpp).
+# CUPTI functions interposed for a second CUPTI client in the program (inject/cupti/share.cpp).
 CUPTI_INTERPOSED = {"cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback", "cuptiActivityEnable",
                     "cuptiActivityDisable", "cuptiActivityEnableContext", "cuptiActivityDisableContext",
                     "cuptiActivityFlushAll", "cuptiActivityGetNextRecord"}

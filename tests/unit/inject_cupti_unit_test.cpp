@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "inject/cupti_api.h"
-#include "inject/cupti_cbids.h"
-#include "inject/cupti_support.h"
+#include "inject/cupti/api.h"
+#include "inject/cupti/cbids.h"
+#include "inject/cupti/support.h"
 #include "inject/recorder.h"
 #include "inject/thread_buffer.h"
 

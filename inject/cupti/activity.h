@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "inject/cupti_support.h"
+#include "inject/cupti/support.h"
 #include "inject/thread_buffer.h"
 
 namespace torchprof::inject {
@@ -34,13 +34,13 @@ int64_t gpu_clock_offset();
 
 // Turns conversion on (InitializeInjection, after the callbacks are registered).
 // `skip_kind(k)` is true for kinds whose records this build must not read (a
-// newer CUPTI's layout, see cupti_support.h); they are stepped over. `api_calls`: the
+// newer CUPTI's layout, see cupti/support.h); they are stepped over. `api_calls`: the
 // RUNTIME and DRIVER records are ours (TORCHPROF_CUDA_API=activity), not only a second
 // client's; those of calls that began before `api_since` (our clock) are not.
 void gpu_activity_enable(uint32_t cupti_version, bool api_calls, uint64_t api_since);
 bool gpu_activity_enabled();
 
-// The most recent widened correlation id (cupti_support.h): API callbacks move
+// The most recent widened correlation id (cupti/support.h): API callbacks move
 // it, completed buffers take a copy, so both widen ids the same way.
 extern std::atomic<uint64_t> g_correlation_reference;
 

@@ -1,4 +1,4 @@
-#include "inject/cupti_api.h"
+#include "inject/cupti/api.h"
 
 #include <dlfcn.h>
 #include <link.h>

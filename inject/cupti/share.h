@@ -26,7 +26,7 @@
 namespace torchprof::inject {
 
 // Our buffer callbacks and timestamp callback are CUPTI's from now on: a client's
-// calls are held here (cupti_tracer.cpp, once our callbacks are registered).
+// calls are held here (cupti/tracer.cpp, once our callbacks are registered).
 void share_start(CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed,
                  CUpti_TimestampCallbackFunc timestamp);
 // A kind our tracing enabled: a client's cuptiActivityDisable leaves it on.

@@ -52,7 +52,7 @@ const CuptiApi* load_cupti(char* why, size_t why_size);
 
 // The address of CUPTI function `name` in the libcupti the program itself uses
 // (ours once loaded, else one found in the process), for the interposed entry
-// points (cupti_share.cpp); nullptr when no libcupti is loaded.
+// points (cupti/share.cpp); nullptr when no libcupti is loaded.
 void* real_cupti_function(const char* name);
 
 // The table load_cupti filled, or nullptr before / after a failed load.

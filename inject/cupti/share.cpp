@@ -1,4 +1,4 @@
-#include "inject/cupti_share.h"
+#include "inject/cupti/share.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -11,10 +11,10 @@
 
 #include "inject/clock.h"
 #include "inject/config.h"
-#include "inject/cupti_activity.h"
-#include "inject/cupti_api.h"
-#include "inject/cupti_support.h"
-#include "inject/cupti_tracer.h"
+#include "inject/cupti/activity.h"
+#include "inject/cupti/api.h"
+#include "inject/cupti/support.h"
+#include "inject/cupti/tracer.h"
 #include "inject/export.h"
 
 namespace torchprof::inject {

@@ -1,4 +1,4 @@
-#include "inject/cupti_tracer.h"
+#include "inject/cupti/tracer.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -15,12 +15,12 @@
 #include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
-#include "inject/cupti_activity.h"
-#include "inject/cupti_api.h"
-#include "inject/cupti_cbids.h"
-#include "inject/cupti_flush.h"
-#include "inject/cupti_share.h"
-#include "inject/cupti_support.h"
+#include "inject/cupti/activity.h"
+#include "inject/cupti/api.h"
+#include "inject/cupti/cbids.h"
+#include "inject/cupti/flush.h"
+#include "inject/cupti/share.h"
+#include "inject/cupti/support.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
 
@@ -209,7 +209,7 @@ CUpti_TimestampCallbackFunc align_clock() {
   return nullptr;
 }
 
-// Callbacks for the recorded API calls only (cupti_cbids.h, from this toolkit's
+// Callbacks for the recorded API calls only (cupti/cbids.h, from this toolkit's
 // headers); a CUPTI of the same major line numbers its calls the same way.
 template <unsigned N>
 void enable_recorded(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CbidClass (&table)[N]) {

@@ -1,6 +1,6 @@
 // The runtime and driver API calls GPU tracing records, from a table generated at
 // build time out of this toolkit's cupti_runtime_cbid.h and cupti_driver_cbid.h
-// (inject/gen_cbid_table.cmake), never from names matched at run time: every
+// (inject/cupti/gen_cbid_table.cmake), never from names matched at run time: every
 // callback id those headers define is classified, CUDA 13's __cudaLaunchKernel
 // (what nvcc 13 emits for <<<>>>) and the _ptsz forms included.
 #pragma once

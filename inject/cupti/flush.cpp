@@ -1,4 +1,4 @@
-#include "inject/cupti_flush.h"
+#include "inject/cupti/flush.h"
 
 #include <semaphore.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "inject/clock.h"
 #include "inject/config.h"
-#include "inject/cupti_api.h"
+#include "inject/cupti/api.h"
 #include "inject/process_state.h"
 #include "inject/threads.h"
 

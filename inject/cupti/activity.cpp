@@ -1,4 +1,4 @@
-#include "inject/cupti_activity.h"
+#include "inject/cupti/activity.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -12,9 +12,9 @@
 #include "common/wire/wire.h"
 #include "inject/buffer_budget.h"
 #include "inject/clock.h"
-#include "inject/cupti_api.h"
-#include "inject/cupti_cbids.h"
-#include "inject/cupti_share.h"
+#include "inject/cupti/api.h"
+#include "inject/cupti/cbids.h"
+#include "inject/cupti/share.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
 #include "inject/threads.h"
@@ -293,7 +293,7 @@ void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
 }
 
 // An API call from a RUNTIME or DRIVER record (TORCHPROF_CUDA_API=activity): the calls
-// the callbacks would record (cupti_cbids.h), named as the header names them. With no
+// the callbacks would record (cupti/cbids.h), named as the header names them. With no
 // callbacks to move the correlation reference, these records move it.
 void write_api(ThreadBuffer* tb, const CUpti_ActivityAPI& r, bool driver) {
   const CbidClass* entry = api_entry(driver, r.cbid);
@@ -448,7 +448,7 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
     return;
   }
   // A second CUPTI client gets its copies now, before the buffer can be reused:
-  // its flush returns only after this callback (cupti_share.cpp).
+  // its flush returns only after this callback (cupti/share.cpp).
   share_with_second_client(buffer, valid_size);
   BufferHeader* h = header_of(buffer);
   h->next = nullptr;
