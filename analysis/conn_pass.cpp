@@ -634,6 +634,15 @@ void ConnPass::finish() {
       proc.gpu_notices.push_back(n);
     }
   }
+  for (const Process::CuptiClient& c : scratch_.cupti_clients) {
+    auto same = std::find_if(proc.cupti_clients.begin(), proc.cupti_clients.end(),
+                             [&](const Process::CuptiClient& x) { return x.library == c.library && x.path == c.path; });
+    if (same == proc.cupti_clients.end()) {
+      proc.cupti_clients.push_back(c);
+    } else {
+      same->subscribes = std::max(same->subscribes, c.subscribes);
+    }
+  }
   proc.cupti_dropped = std::max(proc.cupti_dropped, scratch_.cupti_dropped);
   proc.gpu_incomplete += scratch_.gpu_incomplete;
   proc.gpu_unreadable_buffers = std::max(proc.gpu_unreadable_buffers, scratch_.gpu_unreadable_buffers);

@@ -105,7 +105,8 @@ void ConnPass::take_activity_calls(ThreadState& t, uint32_t tid, int64_t until) 
 void ConnPass::gpu_record(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid) {
   const auto kind = static_cast<wire::Kind>(r.kind);
   Name text;
-  if (r.name != 0 && (kind == wire::Kind::kKernel || kind == wire::Kind::kDevice || kind == wire::Kind::kGpuNotice)) {
+  if (r.name != 0 && (kind == wire::Kind::kKernel || kind == wire::Kind::kDevice || kind == wire::Kind::kGpuNotice ||
+                      kind == wire::Kind::kCuptiClient)) {
     text = use(r.name).name;
   }
   if (!gpu_decoder_.decode(r, extra, extra_bytes, tid, text)) return;

@@ -76,6 +76,10 @@ std::string demangle(const std::string& mangled) {
 bool GpuDecoder::decode(const wire::Record& r, const uint8_t* extra, size_t extra_bytes, uint32_t tid,
                         const Name& name) {
   auto kind = static_cast<wire::Kind>(r.kind);
+  if (kind == wire::Kind::kCuptiClient) {
+    cupti_client(r, name);
+    return true;
+  }
   if (kind < wire::Kind::kKernel || kind > wire::Kind::kGpuState) return false;
   if (extra_bytes < extra_size(kind)) {
     ++short_records_;
@@ -105,6 +109,18 @@ bool GpuDecoder::decode(const wire::Record& r, const uint8_t* extra, size_t extr
     default: break;
   }
   return true;
+}
+
+void GpuDecoder::cupti_client(const wire::Record& r, const std::string& library) {
+  const char* path = r.domain == static_cast<uint16_t>(wire::CuptiClientPath::kOwnSubscriber) ? "own_subscriber"
+                                                                                             : "forwarded";
+  for (Process::CuptiClient& c : proc_.cupti_clients) {
+    if (c.library == library && c.path == path) {
+      c.subscribes = std::max(c.subscribes, r.a);
+      return;
+    }
+  }
+  proc_.cupti_clients.push_back(Process::CuptiClient{library, path, r.a});
 }
 
 void GpuDecoder::state(uint64_t value) {

@@ -60,6 +60,7 @@ class GpuDecoder {
   void memory(const wire::Record& r, const uint8_t* extra);
   void device(const wire::Record& r, const uint8_t* extra, const std::string& name);
   void notice(const std::string& text);
+  void cupti_client(const wire::Record& r, const std::string& library);
   void state(uint64_t value);
   bool incomplete(const wire::Record& r);
 

@@ -399,6 +399,15 @@ struct Process {
   std::vector<CaptureToggle> capture_toggles;    // on-demand capture switches, in time order
   std::vector<CaptureWindow> capture_windows;    // made of them by apply_capture_windows()
   std::vector<std::string> gpu_notices;    // e.g. why GPU tracing is off
+  // The program's own CUPTI clients (torch.profiler's Kineto), by library and path
+  // ("forwarded": through torchprof's subscriber; "own_subscriber": CUPTI 13.2+'s
+  // multi-subscriber mode), with how many subscribes the program made so far.
+  struct CuptiClient {
+    std::string library;
+    std::string path;
+    uint64_t subscribes = 0;
+  };
+  std::vector<CuptiClient> cupti_clients;
   uint64_t cupti_dropped = 0;              // activity records CUPTI dropped
   // GPU records CUPTI delivered without times (not collected): counted, in no span or row.
   uint64_t gpu_incomplete = 0;

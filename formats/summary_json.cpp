@@ -25,6 +25,15 @@ Json optional_value(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
 }
 
+// The program's own CUPTI clients and how torchprof served each.
+Json cupti_clients_json(const Process& p) {
+  Json out = Json::array();
+  for (const Process::CuptiClient& c : p.cupti_clients) {
+    out.push_back({{"library", c.library}, {"path", c.path}, {"subscribes", c.subscribes}});
+  }
+  return out;
+}
+
 Json process_json(const Process& p) {
   Json threads = Json::array();
   for (const ThreadInfo& t : p.threads) {
@@ -58,6 +67,7 @@ Json process_json(const Process& p) {
           {"warnings", p.warnings},
           {"gpu_tracing", p.gpu_tracing.empty() ? Json(nullptr) : Json(p.gpu_tracing)},
           {"cuda_api", p.cuda_api.empty() ? Json(nullptr) : Json(p.cuda_api)},
+          {"cupti_clients", cupti_clients_json(p)},
           {"gpu_incomplete_records", p.gpu_incomplete},
           {"gpu_unreadable_bytes", p.gpu_unreadable_bytes},
           {"recovered_events", p.recovered ? Json(p.recovered_events) : Json(nullptr)},

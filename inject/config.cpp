@@ -121,6 +121,17 @@ bool comma_list_has(const char* list, const char* word) {
   return false;
 }
 
+// Whether an injection variable's value names this library: unset or empty, the same
+// path, or the same file.
+bool names_us(const char* value, const char* lib) {
+  if (value == nullptr || *value == '\0') return true;
+  if (lib == nullptr) return strstr(value, "libtorchprof_inject") != nullptr;
+  if (strcmp(value, lib) == 0) return true;
+  char a[4096];
+  char b[4096];
+  return realpath(value, a) != nullptr && realpath(lib, b) != nullptr && strcmp(a, b) == 0;
+}
+
 }  // namespace
 
 const Config& config() { return g_config; }
@@ -158,6 +169,8 @@ void load_config() {
   c.tensor_memory = ops != nullptr && comma_list_has(ops, "memory");
   const char* paused = getenv(env::kPaused);
   c.paused = paused != nullptr && strcmp(paused, "1") == 0;
+  c.cuda_injection_ours = names_us(getenv("CUDA_INJECTION64_PATH"), c.lib_path);
+  c.nvtx_injection_ours = names_us(getenv("NVTX_INJECTION64_PATH"), c.lib_path);
   remember_env(c);
   c.active = c.socket_path != nullptr;
 }

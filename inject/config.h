@@ -42,6 +42,10 @@ struct Config {
   bool tensor_memory = false;       // TORCHPROF_PYTORCH_OPS lists memory: torch's tensor
                                     // allocations (torch_memory.cpp)
   bool paused = false;              // TORCHPROF_PAUSED=1: start with recording off
+  // CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH name this library (or are unset): false
+  // when another tool (nsys, ncu) holds them, and torchprof steps back from that side.
+  bool cuda_injection_ours = true;
+  bool nvtx_injection_ours = true;
   static constexpr int kMaxKept = 24;
   KeptEnv kept[kMaxKept];
   int kept_count = 0;

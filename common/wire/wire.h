@@ -217,6 +217,16 @@ enum class Kind : uint8_t {
   // name = function name, ts = start, a = end, b = correlation id; extra = 1: GpuApiExtra
   // (the calling thread). The analysis places it among that thread's records by time.
   kCudaApiActivity = 45,
+  // The program's own CUPTI client (torch.profiler's Kineto, say) subscribed, and how it is
+  // served: ts, domain = CuptiClientPath, a = the program's subscribes so far, name = the
+  // library the client lives in (or the name it gave).
+  kCuptiClient = 46,
+};
+
+// kCuptiClient's paths.
+enum class CuptiClientPath : uint16_t {
+  kForwarded = 1,      // through torchprof's one subscriber (CUPTI allows one)
+  kOwnSubscriber = 2,  // a subscriber of its own (CUPTI 13.2+ multi-subscriber mode)
 };
 
 // kCaptureWindow's domain.

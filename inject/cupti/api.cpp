@@ -105,6 +105,7 @@ bool resolve_all(void* handle, CuptiApi* api, const char** missing) {
 }  // namespace
 
 const CuptiApi* load_cupti(char* why, size_t why_size) {
+  if (g_loaded != nullptr) return g_loaded;  // loaded already (a client's subscribe came first)
   const char* path = "libcupti";
   void* handle = open_library(&path);
   if (handle == nullptr) {

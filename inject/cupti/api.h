@@ -47,7 +47,7 @@ constexpr bool cupti_version_compatible(uint32_t loaded, uint32_t compiled) {
 // from elsewhere would be a second CUPTI fighting the first over the driver's
 // callbacks. Otherwise TORCHPROF_CUPTI_LIB, else the toolkit's found at build
 // time, else the versioned sonames. On failure returns nullptr and writes a
-// one-line reason into `why`. Call once (InitializeInjection).
+// one-line reason into `why`. Once loaded, later calls return the same table.
 const CuptiApi* load_cupti(char* why, size_t why_size);
 
 // The address of CUPTI function `name` in the libcupti the program itself uses

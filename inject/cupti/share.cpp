@@ -14,6 +14,7 @@
 #include "inject/cupti/activity.h"
 #include "inject/cupti/api.h"
 #include "inject/cupti/support.h"
+#include "inject/cupti/subscribers.h"
 #include "inject/cupti/tracer.h"
 #include "inject/export.h"
 
@@ -41,6 +42,21 @@ std::atomic<uint64_t> g_wanted_since[kKinds] = {};
 std::atomic<uint64_t> g_wanted_until[kKinds] = {};
 std::atomic<bool> g_unflushed[kKinds] = {};
 std::atomic<bool> g_seen{false};
+// The client's settings that CUPTI keeps per process, held here so that they shape only
+// its own records: API record filters (cuptiActivityEnableRuntimeApi/DriverApi: true =
+// the client turned that cbid's records off), its flush period, the attributes it set,
+// and cuptiActivityEnableAllSyncRecords (CUPTI's default: every query's record).
+constexpr uint32_t kApiCbids = 2048;
+std::atomic<bool> g_api_off[2][kApiCbids] = {};
+std::atomic<uint32_t> g_client_period_ms{0};
+std::atomic<uint64_t> g_out_opened_ns{0};
+constexpr uint32_t kAttributes = 16;
+std::atomic<bool> g_attr_set[kAttributes] = {};
+uint64_t g_attr_value[kAttributes] = {};  // under g_attr_mu
+size_t g_attr_size[kAttributes] = {};
+pthread_mutex_t g_attr_mu = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<bool> g_client_all_sync{true};
+std::atomic<int> g_real_all_sync{-1};  // what CUPTI was last told: -1 nothing yet
 // Pairs read on both clocks (ours, the client's): the first at its registration.
 pthread_mutex_t g_clock_mu = PTHREAD_MUTEX_INITIALIZER;
 ClockPair g_first_pair;
@@ -202,6 +218,7 @@ bool open_out(Out* out) {
   const uint64_t head[2] = {kSharedBufferMagic, g_cookie};
   memcpy(data, head, sizeof head);
   *out = Out{data, size, kSharedHeaderBytes};
+  g_out_opened_ns.store(now_ns(), std::memory_order_relaxed);
   return true;
 }
 
@@ -240,24 +257,44 @@ const TimeFields* time_fields(uint32_t kind) {
 }
 
 // A record's first time (its start) on our clock, 0 when unknown or it has none.
-uint64_t record_start(const uint8_t* record, uint32_t kind) {
+uint64_t record_start(const uint8_t* record, size_t bytes, uint32_t kind) {
   const TimeFields* f = time_fields(kind);
-  if (f == nullptr) return 0;
+  if (f == nullptr || f->offsets[0] + sizeof(uint64_t) > bytes) return 0;
   uint64_t t = 0;
   memcpy(&t, record + f->offsets[0], sizeof t);
   return t == 0 ? 0 : t - static_cast<uint64_t>(gpu_clock_offset());
 }
 
-void to_client_clock(uint8_t* record, uint32_t kind, const ClockPair& first, const ClockPair& last, double rate0) {
+// Only the fields inside the record as the loaded CUPTI wrote it (`bytes` long): an older
+// CUPTI's record is a prefix of this build's struct (CUDA 12.4's CUDA_EVENT records, 24
+// bytes, have no deviceTimestamp).
+void to_client_clock(uint8_t* record, size_t bytes, uint32_t kind, const ClockPair& first, const ClockPair& last,
+                     double rate0) {
   const TimeFields* f = time_fields(kind);
   if (f == nullptr) return;
   const int64_t offset = gpu_clock_offset();
   for (int i = 0; i < f->count; ++i) {
+    if (f->offsets[i] + sizeof(uint64_t) > bytes) continue;
     uint64_t t = 0;
     memcpy(&t, record + f->offsets[i], sizeof t);
     if (t != 0) t = map_to_their_clock(t - static_cast<uint64_t>(offset), first, last, rate0);
     memcpy(record + f->offsets[i], &t, sizeof t);
   }
+}
+
+// The client's own filters: API records of the cbids it turned off, and the records of
+// queries that found the work unfinished when it turned those off.
+bool filtered_out(const CUpti_Activity* record, size_t bytes, uint32_t kind) {
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+    const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+    const int driver = kind == CUPTI_ACTIVITY_KIND_DRIVER ? 1 : 0;
+    return api->cbid < kApiCbids && g_api_off[driver][api->cbid].load(std::memory_order_relaxed);
+  }
+  if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && !g_client_all_sync.load(std::memory_order_relaxed) &&
+      bytes >= offsetof(CUpti_ActivitySynchronization2, returnValue) + sizeof(uint32_t)) {
+    return reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->returnValue != 0;
+  }
+  return false;
 }
 
 struct Copier {
@@ -270,7 +307,8 @@ struct Copier {
   void copy(const CUpti_Activity* record, size_t bytes) {
     const uint32_t kind = record->kind;
     if (kind >= kKinds) return;
-    if (!client_record(kind, record_start(reinterpret_cast<const uint8_t*>(record), kind))) return;
+    if (!client_record(kind, record_start(reinterpret_cast<const uint8_t*>(record), bytes, kind))) return;
+    if (filtered_out(record, bytes, kind)) return;
     bytes = (bytes + 7) & ~size_t{7};
     if (out.data != nullptr && out.used + 8 + bytes > out.size) close_out(&out);  // full: the next at once
     if (out.data == nullptr && !open_out(&out)) return;  // the client gave no buffer: it loses the record
@@ -279,7 +317,7 @@ struct Copier {
     memcpy(out.data + out.used, &length, sizeof length);
     uint8_t* copied = out.data + out.used + 8;
     memcpy(copied, record, bytes);
-    if (clock) to_client_clock(copied, kind, first, last, rate0);
+    if (clock) to_client_clock(copied, bytes, kind, first, last, rate0);
     out.used += 8 + bytes;
   }
 };
@@ -352,6 +390,12 @@ void share_with_second_client(const uint8_t* buffer, size_t valid) {
   if (previous != nullptr) {
     copier.copy(previous, static_cast<size_t>(data + valid - reinterpret_cast<uint8_t*>(previous)));
   }
+  // The client's own flush period: its buffer goes back once it is that old.
+  const uint32_t period = g_client_period_ms.load(std::memory_order_relaxed);
+  if (period != 0 && copier.out.data != nullptr &&
+      now_ns() - g_out_opened_ns.load(std::memory_order_relaxed) >= uint64_t{period} * 1000000ull) {
+    close_out(&copier.out);
+  }
   if (copier.out.data == nullptr && client_wants_any()) open_out(&copier.out);
   g_out = copier.out;
   pthread_mutex_unlock(&g_out_mu);
@@ -370,12 +414,59 @@ void share_client_flushed() {
   keep_client_buffer_out();
 }
 
+// What CUPTI is told of query records: torchprof needs only those of queries that
+// found their work done, so CUPTI writes no others unless the client wants every one
+// (its default) for the kind it enabled.
+void apply_all_sync() {
+  const bool all = g_client_all_sync.load(std::memory_order_relaxed) &&
+                   g_wants[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION].load(std::memory_order_relaxed);
+  const int value = all ? 1 : 0;
+  if (g_real_all_sync.exchange(value) == value) return;
+  using Fn = CUptiResult(CUPTIAPI*)(uint8_t);
+  static std::atomic<void*> cache{nullptr};
+  if (auto fn = real<Fn>(cache, "cuptiActivityEnableAllSyncRecords")) fn(static_cast<uint8_t>(value));
+}
+
 // The client registers other callbacks: the buffer it is filling goes back to the
 // ones that asked for it.
 void share_client_replaced(CUpti_BuffersCallbackCompleteFunc completed) {
   pthread_mutex_lock(&g_out_mu);
   if (g_out.data != nullptr && g_completed.load(std::memory_order_acquire) != completed) close_out(&g_out);
   pthread_mutex_unlock(&g_out_mu);
+}
+
+bool share_api_records_ours() {
+  const Config& c = config();
+  return c.trace_cuda && c.cuda_api_activity;
+}
+
+void share_set_all_sync() { apply_all_sync(); }
+
+void share_client_finalized() {
+  pthread_mutex_lock(&g_out_mu);
+  if (g_out.data != nullptr) close_out(&g_out);
+  pthread_mutex_unlock(&g_out_mu);
+  using Disable = CUptiResult(CUPTIAPI*)(CUpti_ActivityKind);
+  static std::atomic<void*> disable_cache{nullptr};
+  Disable disable = real<Disable>(disable_cache, "cuptiActivityDisable");
+  for (uint32_t kind = 1; kind < kKinds; ++kind) {
+    const bool wanted = g_wants[kind].load(std::memory_order_relaxed);
+    unwant_kind(static_cast<CUpti_ActivityKind>(kind));
+    g_unflushed[kind].store(false, std::memory_order_relaxed);
+    if (wanted && !(capturing() && g_our_kinds[kind].load(std::memory_order_relaxed)) && disable != nullptr) {
+      disable(static_cast<CUpti_ActivityKind>(kind));
+    }
+  }
+  g_requested.store(nullptr, std::memory_order_release);
+  g_completed.store(nullptr, std::memory_order_release);
+  g_clock.store(nullptr, std::memory_order_release);
+  for (auto& side : g_api_off) {
+    for (auto& off : side) off.store(false, std::memory_order_relaxed);
+  }
+  g_client_period_ms.store(0, std::memory_order_relaxed);
+  for (auto& set : g_attr_set) set.store(false, std::memory_order_relaxed);
+  g_client_all_sync.store(true, std::memory_order_relaxed);
+  apply_all_sync();
 }
 
 }  // namespace torchprof::inject
@@ -430,11 +521,13 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kin
   if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
   const CUptiResult rc = forward(kind);
   if (rc == CUPTI_SUCCESS) ti::want_kind(kind);
+  if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && ti::hub_active()) ti::apply_all_sync();
   return rc;
 }
 
 TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   ti::unwant_kind(kind);
+  if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && ti::hub_active()) ti::apply_all_sync();
   if (ti::capturing() && ti::valid_kind(kind) && ti::g_our_kinds[kind].load(std::memory_order_relaxed)) {
     return CUPTI_SUCCESS;  // we still trace it; the client simply gets no more of it
   }
@@ -477,6 +570,114 @@ TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer
   }
   auto forward = TP_REAL(cuptiActivityGetNextRecord);
   return forward != nullptr ? forward(buffer, valid, record) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+// Per-cbid API record filters: the client's records only. Forwarded too when
+// torchprof takes no API records from CUPTI's activity buffers (then CUPTI writes fewer).
+namespace {
+
+CUptiResult api_filter(bool driver, const char* name, CUpti_CallbackId cbid, uint8_t enable) {
+  using Fn = CUptiResult(CUPTIAPI*)(CUpti_CallbackId, uint8_t);
+  static std::atomic<void*> caches[2] = {};
+  Fn forward = ti::real<Fn>(caches[driver ? 1 : 0], name);
+  if (!ti::hub_active()) return forward != nullptr ? forward(cbid, enable) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (forward == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+  if (cbid < ti::kApiCbids) ti::g_api_off[driver ? 1 : 0][cbid].store(enable == 0, std::memory_order_relaxed);
+  if (!ti::share_api_records_ours()) return forward(cbid, enable);
+  return CUPTI_SUCCESS;
+}
+
+// Attributes that give CUPTI more room: raised for both when the client asks for more.
+bool room_attribute(CUpti_ActivityAttribute attr) {
+  switch (attr) {
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE:
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_CDP:
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT:
+    case CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_POOL_SIZE:
+    case CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_POOL_LIMIT:
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE:
+    case CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_PRE_ALLOCATE_VALUE:
+    case CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  return api_filter(false, "cuptiActivityEnableRuntimeApi", cbid, enable);
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  return api_filter(true, "cuptiActivityEnableDriverApi", cbid, enable);
+}
+
+// The client's period: its buffer goes back once that old (when torchprof's own
+// deliveries come, every TORCHPROF_GPU_FLUSH_MS at most), CUPTI's stays torchprof's.
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushPeriod(uint32_t time) {
+  if (!ti::hub_active()) {
+    auto forward = TP_REAL(cuptiActivityFlushPeriod);
+    return forward != nullptr ? forward(time) : CUPTI_ERROR_NOT_INITIALIZED;
+  }
+  ti::g_client_period_ms.store(time, std::memory_order_relaxed);
+  return CUPTI_SUCCESS;
+}
+
+// Attributes the client sets are its own: read back as it set them. Those giving CUPTI
+// more room are raised for both; the others (per-thread buffers, zeroed buffers, pinned
+// host memory) are not passed on.
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize,
+                                                                void* value) {
+  auto forward = TP_REAL(cuptiActivitySetAttribute);
+  if (!ti::hub_active()) return forward != nullptr ? forward(attr, valueSize, value) : CUPTI_ERROR_NOT_INITIALIZED;
+  if (valueSize == nullptr || value == nullptr || *valueSize == 0 || *valueSize > sizeof(uint64_t)) {
+    return forward != nullptr ? forward(attr, valueSize, value) : CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  const auto index = static_cast<uint32_t>(attr);
+  if (index >= ti::kAttributes) return forward != nullptr ? forward(attr, valueSize, value) : CUPTI_ERROR_NOT_INITIALIZED;
+  uint64_t wanted = 0;
+  memcpy(&wanted, value, *valueSize);
+  if (room_attribute(attr) && forward != nullptr) {
+    auto get = TP_REAL(cuptiActivityGetAttribute);
+    uint64_t now = 0;
+    size_t size = *valueSize;
+    if (get != nullptr && get(attr, &size, &now) == CUPTI_SUCCESS && wanted > now) {
+      const CUptiResult rc = forward(attr, valueSize, value);
+      if (rc != CUPTI_SUCCESS) return rc;
+    }
+  }
+  pthread_mutex_lock(&ti::g_attr_mu);
+  ti::g_attr_value[index] = wanted;
+  ti::g_attr_size[index] = *valueSize;
+  pthread_mutex_unlock(&ti::g_attr_mu);
+  ti::g_attr_set[index].store(true, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize,
+                                                                void* value) {
+  const auto index = static_cast<uint32_t>(attr);
+  if (ti::hub_active() && index < ti::kAttributes && ti::g_attr_set[index].load(std::memory_order_acquire) &&
+      valueSize != nullptr && value != nullptr) {
+    pthread_mutex_lock(&ti::g_attr_mu);
+    const size_t n = *valueSize < ti::g_attr_size[index] ? *valueSize : ti::g_attr_size[index];
+    memcpy(value, &ti::g_attr_value[index], n);
+    *valueSize = n;
+    pthread_mutex_unlock(&ti::g_attr_mu);
+    return CUPTI_SUCCESS;
+  }
+  auto forward = TP_REAL(cuptiActivityGetAttribute);
+  return forward != nullptr ? forward(attr, valueSize, value) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+TORCHPROF_EXPORT CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
+  if (!ti::hub_active()) {
+    auto forward = TP_REAL(cuptiActivityEnableAllSyncRecords);
+    return forward != nullptr ? forward(enable) : CUPTI_ERROR_NOT_INITIALIZED;
+  }
+  ti::g_client_all_sync.store(enable != 0, std::memory_order_relaxed);
+  ti::apply_all_sync();
+  return CUPTI_SUCCESS;
 }
 
 }  // extern "C"

@@ -40,6 +40,16 @@ void share_forget_after_fork();
 // `buffer`'s records, handed to it before this returns.
 void share_with_second_client(const uint8_t* buffer, size_t valid);
 
+// The program's cuptiFinalize (cupti/subscribers.cpp): its activity settings are undone
+// as CUPTI's finalize would, torchprof's tracing goes on.
+void share_client_finalized();
+// Whether torchprof takes API calls from CUPTI's RUNTIME/DRIVER records (then a
+// client's API record filters are applied to its copies only).
+bool share_api_records_ours();
+// CUPTI told to write query records only for queries that found their work done,
+// unless the client wants them all (cuptiActivityEnableAllSyncRecords, its default).
+void share_set_all_sync();
+
 // Whether a second client registered buffer callbacks while we traced.
 bool second_client_seen();
 

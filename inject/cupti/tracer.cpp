@@ -20,6 +20,7 @@
 #include "inject/cupti/cbids.h"
 #include "inject/cupti/flush.h"
 #include "inject/cupti/share.h"
+#include "inject/cupti/subscribers.h"
 #include "inject/cupti/support.h"
 #include "inject/process_state.h"
 #include "inject/recorder.h"
@@ -67,6 +68,7 @@ void flush_at_exit() {
 
 void on_fork_child() {
   g_child.store(true, std::memory_order_relaxed);
+  hub_forget_after_fork();
   cupti_flush_forget_after_fork();
   share_forget_after_fork();
   gpu_activity_forget_after_fork();
@@ -211,29 +213,31 @@ CUpti_TimestampCallbackFunc align_clock() {
 
 // Callbacks for the recorded API calls only (cupti/cbids.h, from this toolkit's
 // headers); a CUPTI of the same major line numbers its calls the same way.
+// Through the shared subscriber (cupti/subscribers.h): a failure is logged with where.
+void enable_ours(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const CUptiResult rc = hub_enable_ours(1, domain, cbid);
+  if (rc != CUPTI_SUCCESS) cupti_call_failed("cuptiEnableCallback", rc, __FILE__, __LINE__);
+}
+
 template <unsigned N>
-void enable_recorded(CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain, const CbidClass (&table)[N]) {
-  const CuptiApi* api = cupti();
+void enable_recorded(CUpti_CallbackDomain domain, const CbidClass (&table)[N]) {
   for (const CbidClass& entry : table) {
-    if ((entry.bits & kApiRecorded) != 0) api->enable_callback(1, subscriber, domain, entry.cbid);
+    if ((entry.bits & kApiRecorded) != 0) hub_enable_ours(1, domain, entry.cbid);
   }
 }
 
-void enable_callbacks(CUpti_SubscriberHandle subscriber, bool api_calls) {
+void enable_callbacks(bool api_calls) {
   if (api_calls) {
-    enable_recorded(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeCbids);
-    enable_recorded(subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kDriverCbids);
+    enable_recorded(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeCbids);
+    enable_recorded(CUPTI_CB_DOMAIN_DRIVER_API, kDriverCbids);
   }
   // What the flushes and the capture range need, whatever the names say.
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000));
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000));
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020));
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart));
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
-  TP_CUPTI_CALL(enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+  enable_ours(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+  enable_ours(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+  enable_ours(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  enable_ours(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+  enable_ours(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+  enable_ours(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
 }
 
 int enable_kind(CUpti_ActivityKind kind) {
@@ -305,6 +309,16 @@ void gpu_notice_line(LogLevel level, const char* text) {
   }
 }
 
+void gpu_client_record(HubPath path, uint32_t subscribes, const char* library) {
+  CallbackGuard guard;
+  if (!guard.entered()) return;
+  if (ThreadBuffer* tb = current_buffer()) {
+    wire::Record r{static_cast<uint8_t>(Kind::kCuptiClient), 0, static_cast<uint16_t>(path), 0, now_ns(), subscribes,
+                   0};
+    record_with_extra(tb, ascii_name(library), r, nullptr, 0);
+  }
+}
+
 void cupti_initialize() {
   const Config& c = config();
   if (!c.active || !(c.trace_cuda || c.trace_gpu || c.trace_memory)) return;
@@ -312,12 +326,23 @@ void cupti_initialize() {
   char why[480];
   if (load_cupti(why, sizeof(why)) == nullptr) return gpu_off(why);
   if (layouts_refused(cupti()->version, why, sizeof(why))) return gpu_off(why);
-  CUpti_SubscriberHandle subscriber = nullptr;
-  CUptiResult rc = cupti()->subscribe(&subscriber, &on_callback, nullptr);
-  if (rc != CUPTI_SUCCESS) {
+  // One real subscriber, ours, shared with the program's own clients (cupti/subscribers.h).
+  hub_set_ours(&on_callback);
+  hub_set_retry(&cupti_initialize);
+  CUptiResult rc = CUPTI_SUCCESS;
+  bool deferred = false;
+  CUpti_SubscriberHandle subscriber = hub_real_subscriber(&rc, &deferred);
+  if (deferred) {
+    // CUDA started inside a client's subscribe: this runs again once it is done.
+    g_started.store(false);
+    return;
+  }
+  if (subscriber == nullptr) {
     const bool taken = rc == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     snprintf(why, sizeof(why), "cuptiSubscribe: %s%s", cupti_result_text(rc),
-             taken ? " (another profiler, e.g. torch.profiler, holds CUPTI)" : "");
+             taken ? " (a subscriber torchprof cannot share holds CUPTI: a tool such as Nsight Systems or "
+                     "Nsight Compute, or a client calling CUPTI through its own library handle)"
+                   : "");
     return gpu_off(why);
   }
   pthread_atfork(nullptr, nullptr, on_fork_child);
@@ -326,7 +351,7 @@ void cupti_initialize() {
   const bool api_activity = c.trace_cuda && c.cuda_api_activity && use_system_thread_ids();
   CUpti_TimestampCallbackFunc timestamp = align_clock();  // before any activity kind is enabled, as CUPTI asks
   g_record_api.store(c.trace_cuda && !api_activity, std::memory_order_relaxed);
-  enable_callbacks(subscriber, c.trace_cuda && !api_activity);
+  enable_callbacks(c.trace_cuda && !api_activity);
   const uint64_t api_since = now_ns();
   if (enable_activity(c.trace_gpu, c.trace_memory, api_activity, timestamp)) {
     cupti_flush_start();

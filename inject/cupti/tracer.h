@@ -13,6 +13,11 @@ namespace torchprof::inject {
 // and summary.json show it too.
 void gpu_notice_line(LogLevel level, const char* text);
 
+// A kCuptiClient record: the program's own CUPTI client subscribed, served that way
+// (subscribers.h's HubPath), the program's `subscribes` so far, from `library`.
+enum class HubPath : uint8_t;
+void gpu_client_record(HubPath path, uint32_t subscribes, const char* library);
+
 // Body of InitializeInjection: loads CUPTI, subscribes, enables callbacks and
 // activity kinds. On any failure GPU tracing stays off with one notice line
 // (stderr and a kGpuNotice record); the program goes on untouched. A process

@@ -10,10 +10,15 @@ from tp import check
 
 ALLOWED_NEEDED = re.compile(r"^(libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|ld-linux[-\w.]*\.so\.\d)$")
 ENTRY_POINTS = {"InitializeInjectionNvtx2", "InitializeInjection"}
-# CUPTI functions interposed for a second CUPTI client in the program (inject/cupti/share.cpp).
-CUPTI_INTERPOSED = {"cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback", "cuptiActivityEnable",
+# CUPTI functions interposed for the program's own CUPTI client: the callback side
+# (inject/cupti/subscribers.cpp) and the activity side (inject/cupti/share.cpp).
+CUPTI_INTERPOSED = {"cuptiSubscribe", "cuptiSubscribe_v2", "cuptiUnsubscribe", "cuptiEnableCallback", "cuptiEnableDomain",
+                    "cuptiEnableAllDomains", "cuptiGetCallbackState", "cuptiFinalize",
+                    "cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback", "cuptiActivityEnable",
                     "cuptiActivityDisable", "cuptiActivityEnableContext", "cuptiActivityDisableContext",
-                    "cuptiActivityFlushAll", "cuptiActivityGetNextRecord"}
+                    "cuptiActivityFlushAll", "cuptiActivityGetNextRecord", "cuptiActivityEnableRuntimeApi",
+                    "cuptiActivityEnableDriverApi", "cuptiActivityFlushPeriod", "cuptiActivitySetAttribute",
+                    "cuptiActivityGetAttribute", "cuptiActivityEnableAllSyncRecords"}
 # torch's memory entry points in libc10, interposed for --profile-memory (inject/torch_memory.cpp).
 C10_INTERPOSED = {"_ZN3c109alloc_cpuEm", "_ZN3c108free_cpuEPv", "_ZN3c1027reportMemoryUsageToProfilerEPvlmmNS_6DeviceE"}
 
