@@ -70,8 +70,7 @@ std::atomic<uint32_t> g_completed{0};     // buffers queued for conversion so fa
 std::atomic<uint32_t> g_converted{0};     // of those, converted (a futex word: exit waits on it)
 bool g_api_calls = false;                 // TORCHPROF_CUDA_API=activity: RUNTIME/DRIVER records are ours
 uint64_t g_api_since = 0;                 // calls that began before those kinds were enabled are not
-bool g_skip_kernels = false;              // kinds whose layout this build does not read
-bool g_skip_devices = false;
+bool g_sync_return_value = true;          // the loaded CUPTI's sync records carry returnValue (12.8+)
 
 // Flusher-only state: the buffer being walked and the last record done.
 struct Cursor {
@@ -280,7 +279,7 @@ void write_sync(ThreadBuffer* tb, const CUpti_ActivitySynchronization2& r) {
   // waited for nothing, and polling would turn into thousands of "Event Sync" rows.
   // Kept: the synchronisations that returned success, as CUPTI gives them by default
   // before 13.0 and as Kineto shows them.
-  if (r.returnValue != 0) return;
+  if (g_sync_return_value && r.returnValue != 0) return;
   wire::GpuSyncExtra x{};
   x.type = static_cast<uint32_t>(r.type);
   x.stream = r.streamId;
@@ -299,8 +298,10 @@ void write_api(ThreadBuffer* tb, const CUpti_ActivityAPI& r, bool driver) {
   const CbidClass* entry = api_entry(driver, r.cbid);
   if (entry == nullptr || (entry->bits & kApiRecorded) == 0) return;
   // The call in flight when tracing started (the cudaFree(0) or cuInit that starts CUDA):
-  // as with callbacks, whose ENTER it never had, it is not recorded.
-  if (to_ours(r.start) < g_api_since) return;
+  // as with callbacks, whose ENTER it never had, it is not recorded. Its start was taken
+  // on CUPTI's own clock (Unix-epoch ns) before our timestamp callback replaced it, its
+  // end on ours: it may look later than the start of tracing, but it ends before it began.
+  if (r.start > r.end || to_ours(r.start) < g_api_since) return;
   const uint64_t id = corr(r.correlationId);
   if (correlation_reference_due(id, g_cursor.reference)) {
     g_cursor.reference = id;
@@ -339,7 +340,7 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
   switch (a->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      if (!g_skip_kernels) write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
+      write_kernel(tb, *reinterpret_cast<const CUpti_ActivityKernel10*>(a));
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& copy = *reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
@@ -365,7 +366,7 @@ void convert_record(ThreadBuffer* tb, const CUpti_Activity* a) {
       }
       break;
     case CUPTI_ACTIVITY_KIND_DEVICE:
-      if (!g_skip_devices) write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a));
+      write_device(tb, *reinterpret_cast<const CUpti_ActivityDevice5*>(a));
       break;
     default: break;  // kinds we did not enable (or CUPTI adds on its own): skipped
   }
@@ -491,8 +492,7 @@ std::atomic<uint64_t> g_correlation_reference{0};
 void gpu_activity_enable(uint32_t cupti_version, bool api_calls, uint64_t api_since) {
   g_api_calls = api_calls;
   g_api_since = api_since;
-  g_skip_kernels = newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, cupti_version) != nullptr;
-  g_skip_devices = newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, cupti_version) != nullptr;
+  g_sync_return_value = sync_record_has_return_value(cupti_version);
   g_enabled.store(true, std::memory_order_release);
 }
 

@@ -32,9 +32,9 @@ void CUPTIAPI cupti_buffer_completed(CUcontext context, uint32_t stream_id, uint
 void set_gpu_clock_offset(int64_t offset_ns);
 int64_t gpu_clock_offset();
 
-// Turns conversion on (InitializeInjection, after the callbacks are registered).
-// `skip_kind(k)` is true for kinds whose records this build must not read (a
-// newer CUPTI's layout, see cupti/support.h); they are stepped over. `api_calls`: the
+// Turns conversion on (InitializeInjection, after the callbacks are registered), for
+// the records of the CUPTI reporting `cupti_version` (cupti/support.h: each field read
+// only where that release writes it). `api_calls`: the
 // RUNTIME and DRIVER records are ours (TORCHPROF_CUDA_API=activity), not only a second
 // client's; those of calls that began before `api_since` (our clock) are not.
 void gpu_activity_enable(uint32_t cupti_version, bool api_calls, uint64_t api_since);

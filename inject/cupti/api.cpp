@@ -9,6 +9,7 @@
 
 #include "common/wire/env.h"
 #include "inject/config.h"
+#include "inject/cupti/support.h"
 
 namespace torchprof::inject {
 namespace {
@@ -120,11 +121,18 @@ const CuptiApi* load_cupti(char* why, size_t why_size) {
     return nullptr;
   }
   uint32_t version = 0;
-  if (api.get_version(&version) != CUPTI_SUCCESS || !cupti_version_compatible(version, CUPTI_API_VERSION)) {
-    snprintf(why, why_size, "%s has CUPTI API version %u, this build reads the record layouts of %u (CUDA %u.x)",
-             path, version, static_cast<unsigned>(CUPTI_API_VERSION),
-             cupti_version_line(CUPTI_API_VERSION));
+  if (api.get_version(&version) != CUPTI_SUCCESS || !cupti_version_readable(version)) {
+    char release[32];
+    cupti_release_name(version, release, sizeof release);
+    snprintf(why, why_size,
+             "%s has CUPTI API version %u (CUDA %s); torchprof reads the records of CUPTI from CUDA 12.0 (API "
+             "version %u) on",
+             path, version, release, kOldestReadableCupti);
     return nullptr;
+  }
+  if (version > kNewestKnownCupti + 99) {
+    notice(LogLevel::kInfo, "%s has CUPTI API version %u, newer than the layouts checked here (13.3); its records are "
+                            "read by the fields 13.3 has", path, version);
   }
   api.version = version;
   api.path = path;

@@ -32,16 +32,6 @@ struct CuptiApi {
   const char* path = "";     // the library's path as dlopen was given it
 };
 
-// The major line of a CUPTI API version (13 for 130001; versions before CUDA 13
-// were small integers and have no line of their own: 0).
-constexpr uint32_t cupti_version_line(uint32_t version) { return version >= 10000 ? version / 10000 : 0; }
-
-// True when a libcupti reporting `loaded` writes the record structs this
-// library was compiled against (`compiled`, normally CUPTI_API_VERSION).
-constexpr bool cupti_version_compatible(uint32_t loaded, uint32_t compiled) {
-  return cupti_version_line(loaded) != 0 && cupti_version_line(loaded) == cupti_version_line(compiled);
-}
-
 // Loads libcupti and checks its version. A libcupti already in the process (the
 // program's own, e.g. torch's libcupti.so.12) is the one used: a second copy
 // from elsewhere would be a second CUPTI fighting the first over the driver's

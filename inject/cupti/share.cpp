@@ -59,6 +59,10 @@ std::atomic<bool> g_client_all_sync{true};
 std::atomic<int> g_real_all_sync{-1};  // what CUPTI was last told: -1 nothing yet
 // Pairs read on both clocks (ours, the client's): the first at its registration.
 pthread_mutex_t g_clock_mu = PTHREAD_MUTEX_INITIALIZER;
+// CUPTI's own clock (Unix-epoch ns) against ours, read before our timestamp callback
+// replaced it: a client that registered no clock gets its records on CUPTI's, as alone.
+std::atomic<bool> g_default_known{false};
+std::atomic<int64_t> g_default_offset{0};
 ClockPair g_first_pair;
 double g_first_rate = 1.0;
 
@@ -268,16 +272,21 @@ uint64_t record_start(const uint8_t* record, size_t bytes, uint32_t kind) {
 // Only the fields inside the record as the loaded CUPTI wrote it (`bytes` long): an older
 // CUPTI's record is a prefix of this build's struct (CUDA 12.4's CUDA_EVENT records, 24
 // bytes, have no deviceTimestamp).
+// `shift_only`: the client's clock is CUPTI's own, ours shifted by g_default_offset.
 void to_client_clock(uint8_t* record, size_t bytes, uint32_t kind, const ClockPair& first, const ClockPair& last,
-                     double rate0) {
+                     double rate0, bool shift_only) {
   const TimeFields* f = time_fields(kind);
   if (f == nullptr) return;
   const int64_t offset = gpu_clock_offset();
+  const int64_t shift = g_default_offset.load(std::memory_order_relaxed);
   for (int i = 0; i < f->count; ++i) {
     if (f->offsets[i] + sizeof(uint64_t) > bytes) continue;
     uint64_t t = 0;
     memcpy(&t, record + f->offsets[i], sizeof t);
-    if (t != 0) t = map_to_their_clock(t - static_cast<uint64_t>(offset), first, last, rate0);
+    if (t != 0) {
+      const uint64_t ours = t - static_cast<uint64_t>(offset);
+      t = shift_only ? ours + static_cast<uint64_t>(shift) : map_to_their_clock(ours, first, last, rate0);
+    }
     memcpy(record + f->offsets[i], &t, sizeof t);
   }
 }
@@ -300,6 +309,7 @@ bool filtered_out(const CUpti_Activity* record, size_t bytes, uint32_t kind) {
 struct Copier {
   Out out;
   bool clock = false;
+  bool shift_only = false;  // the client has no clock of its own: CUPTI's
   ClockPair first;
   ClockPair last;
   double rate0 = 1.0;
@@ -317,7 +327,7 @@ struct Copier {
     memcpy(out.data + out.used, &length, sizeof length);
     uint8_t* copied = out.data + out.used + 8;
     memcpy(copied, record, bytes);
-    if (clock) to_client_clock(copied, bytes, kind, first, last, rate0);
+    if (clock) to_client_clock(copied, bytes, kind, first, last, rate0, shift_only);
     out.used += 8 + bytes;
   }
 };
@@ -373,6 +383,9 @@ void share_with_second_client(const uint8_t* buffer, size_t valid) {
     pthread_mutex_unlock(&g_clock_mu);
     copier.last = read_pair(clock);
     copier.clock = true;
+  } else if (g_default_known.load(std::memory_order_acquire)) {
+    copier.clock = true;
+    copier.shift_only = true;
   }
   pthread_mutex_lock(&g_out_mu);
   copier.out = g_out;
@@ -441,6 +454,11 @@ bool share_api_records_ours() {
 }
 
 void share_set_all_sync() { apply_all_sync(); }
+
+void share_set_cupti_clock(int64_t offset_ns) {
+  g_default_offset.store(offset_ns, std::memory_order_relaxed);
+  g_default_known.store(true, std::memory_order_release);
+}
 
 void share_client_finalized() {
   pthread_mutex_lock(&g_out_mu);

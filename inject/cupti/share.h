@@ -50,6 +50,10 @@ bool share_api_records_ours();
 // unless the client wants them all (cuptiActivityEnableAllSyncRecords, its default).
 void share_set_all_sync();
 
+// CUPTI's own clock is ours + `offset_ns` (read before our timestamp callback replaced
+// it): the records of a client that registered no clock are shifted onto it.
+void share_set_cupti_clock(int64_t offset_ns);
+
 // Whether a second client registered buffer callbacks while we traced.
 bool second_client_seen();
 

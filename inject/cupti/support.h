@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 namespace torchprof::inject {
@@ -64,32 +65,40 @@ inline bool correlation_reference_due(uint64_t id, uint64_t reference) {
 }
 
 // Record layouts. The structs read here are this header version's (CUDA 13.0:
-// CUpti_ActivityKernel10, Device5, Context3 and the copy/set/memory/sync ones);
-// a CUPTI of the same major line writes them unless it is a minor version known to
-// have moved a kind to a newer struct. CUPTI 13.1 (API version 130100) writes kernels
-// as CUpti_ActivityKernel11 (its release notes; Kineto switches at CUDA 13.1 too); 13.2
-// (130200) brought Device6 and Context4. `last_known` is the first API version that writes another
-// layout of that kind, 0 when none is known.
-struct RecordLayout {
-  uint32_t kind;         // CUpti_ActivityKind
-  const char* compiled;  // the struct this build reads
-  uint32_t newer_from;   // first CUPTI API version with another layout, 0: none known
-};
+// CUpti_ActivityKernel10, Device5, Memcpy6, Synchronization2, …). Each CUPTI release's
+// struct of a kind is the one before it with fields appended at the end or given to
+// padding, never moved: CUDA 12.x writes a prefix of these structs (Kernel9, Memcpy5,
+// Synchronization, CudaEvent, Memory3), 13.1+ these with more after them (Kernel11's
+// priority, Device6's numTpcs, Kernel12's executionModel), and
+// cuptiActivityGetNextRecord steps by the size the loaded CUPTI wrote. So one build reads
+// every release from CUDA 12.0 on, each field only where that release has it. The
+// releases by the API version cuptiGetVersion reports (cupti_version.h: 19 is 12.0, 22
+// 12.4, 24 12.6, 26 12.8, then 130000 13.0, 130100 13.1, 130200 13.2, 130300 13.3).
+constexpr uint32_t kOldestReadableCupti = 19;  // CUDA 12.0: Kernel9, the prefix of Kernel10
+constexpr uint32_t kNewestKnownCupti = 130300;  // CUDA 13.3: the newest layouts checked
+constexpr bool cupti_version_readable(uint32_t version) { return version >= kOldestReadableCupti; }
+// CUpti_ActivitySynchronization2's returnValue: from CUDA 12.8 (API version 26) on;
+// the 40-byte Synchronization records before it end where it would start.
+constexpr bool sync_record_has_return_value(uint32_t version) { return version >= 26; }
 
-inline constexpr RecordLayout kRecordLayouts[] = {
-    {10 /*CONCURRENT_KERNEL*/, "CUpti_ActivityKernel10", 130100},
-    {3 /*KERNEL*/, "CUpti_ActivityKernel10", 130100},
-    {8 /*DEVICE*/, "CUpti_ActivityDevice5", 130200},
-    {9 /*CONTEXT*/, "CUpti_ActivityContext3", 130200},
-};
-
-// The layout entry for `kind` when a CUPTI reporting `loaded` writes it in
-// another struct than the one compiled in; nullptr when the compiled one is right.
-inline const RecordLayout* newer_record_layout(uint32_t kind, uint32_t loaded) {
-  for (const RecordLayout& layout : kRecordLayouts) {
-    if (layout.kind == kind && layout.newer_from != 0 && loaded >= layout.newer_from) return &layout;
+// The CUDA release of an API version, for messages: "12.4", "13.1" ("12.x" when unknown).
+inline void cupti_release_name(uint32_t version, char* out, size_t size) {
+  static constexpr struct {
+    uint32_t version;
+    const char* release;
+  } kReleases[] = {{19, "12.0"}, {20, "12.2"}, {21, "12.3"}, {22, "12.4"}, {23, "12.5"}, {24, "12.6"},
+                   {26, "12.8"}, {27, "12.9"}, {28, "12.9"}};
+  if (version >= 130000) {
+    snprintf(out, size, "%u.%u", version / 10000, version / 100 % 100);
+    return;
   }
-  return nullptr;
+  for (const auto& r : kReleases) {
+    if (r.version == version) {
+      snprintf(out, size, "%s", r.release);
+      return;
+    }
+  }
+  snprintf(out, size, "%s", version < kOldestReadableCupti ? "before 12.0" : "12.x");
 }
 
 // Maps a time on our clock to another client's clock (a TSC, say) from two pairs
@@ -107,9 +116,11 @@ inline uint64_t map_to_their_clock(uint64_t t, const ClockPair& first, const Clo
   if (t == 0) return 0;  // unknown stays unknown
   double rate = rate0;
   if (last.ours > first.ours + 1000000) rate = clock_rate(first, last);
-  const double delta = (static_cast<double>(t) - static_cast<double>(last.ours)) * rate;
-  const double theirs = static_cast<double>(last.theirs) + delta;
-  return theirs <= 0 ? 1 : static_cast<uint64_t>(theirs);
+  // Differences in integers, then scaled: clocks near 2^60 (Unix-epoch ns) are 256 ns
+  // apart as doubles.
+  const auto delta = static_cast<int64_t>(static_cast<double>(static_cast<int64_t>(t - last.ours)) * rate);
+  if (delta < 0 && static_cast<uint64_t>(-delta) >= last.theirs) return 1;
+  return last.theirs + static_cast<uint64_t>(delta);
 }
 
 // Buffers handed to a second CUPTI client hold copies of its records, each after

@@ -195,6 +195,10 @@ bool read_cupti_clock(uint64_t* out) { return cupti()->get_timestamp(out) == CUP
 // CUPTI reads our clock when it can; otherwise the offset is measured once.
 CUpti_TimestampCallbackFunc align_clock() {
   const CuptiApi* api = cupti();
+  // CUPTI's own clock, before ours replaces it: a client of the program's that registers
+  // no clock of its own (Kineto before torch 2.5) reads its records on it.
+  int64_t cupti_own = 0;
+  if (measure_clock_offset(&read_cupti_clock, &now_ns, /*tries=*/16, &cupti_own)) share_set_cupti_clock(cupti_own);
   if (api->register_timestamp_callback != nullptr &&
       TP_CUPTI_CALL(register_timestamp_callback(&our_timestamp)) == CUPTI_SUCCESS) {
     set_gpu_clock_offset(0);
@@ -275,26 +279,12 @@ bool enable_activity(bool gpu, bool memory, bool api_calls, CUpti_TimestampCallb
       CUPTI_ACTIVITY_KIND_CUDA_EVENT};
   int enabled = 0;
   if (gpu) {
-    // A device record in a newer CUPTI's layout would be misread: device properties go without.
-    if (newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, cupti()->version) == nullptr) {
-      enabled += enable_kind(CUPTI_ACTIVITY_KIND_DEVICE);
-    }
+    enabled += enable_kind(CUPTI_ACTIVITY_KIND_DEVICE);
     for (CUpti_ActivityKind kind : kGpuKinds) enabled += enable_kind(kind);
   }
   if (memory) enabled += enable_kind(CUPTI_ACTIVITY_KIND_MEMORY2);
   if (api_calls) enabled += enable_kind(CUPTI_ACTIVITY_KIND_RUNTIME) + enable_kind(CUPTI_ACTIVITY_KIND_DRIVER);
   return enabled > 0;
-}
-
-// The reason GPU tracing cannot run with this CUPTI's record layouts, or nullptr.
-bool layouts_refused(uint32_t version, char* why, size_t why_size) {
-  const RecordLayout* kernels = newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, version);
-  if (kernels == nullptr) return false;
-  snprintf(why, why_size,
-           "%s has CUPTI API version %u, which writes kernel records in a newer layout than this build's %s "
-           "(CUPTI before %u); use a torchprof built against that CUDA's headers",
-           cupti()->path, version, kernels->compiled, kernels->newer_from);
-  return true;
 }
 
 }  // namespace
@@ -325,7 +315,6 @@ void cupti_initialize() {
   if (g_started.exchange(true) || g_child.load()) return;
   char why[480];
   if (load_cupti(why, sizeof(why)) == nullptr) return gpu_off(why);
-  if (layouts_refused(cupti()->version, why, sizeof(why))) return gpu_off(why);
   // One real subscriber, ours, shared with the program's own clients (cupti/subscribers.h).
   hub_set_ours(&on_callback);
   hub_set_retry(&cupti_initialize);

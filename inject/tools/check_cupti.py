@@ -141,9 +141,9 @@ def check_device_and_api(g, exp):
           f"sync records: {len(g['sync'])} for {syncs} sync calls, correlated")
 
 
-def check_full(lib, workload, fake):
+def check_full(lib, workload, fake, env=None):
     exp_file = os.path.join(tempfile.mkdtemp(prefix="tpcupti"), "expect.json")
-    proc, rs = run(lib, [workload, "--expect", exp_file] + SCENARIOS, {"TORCHPROF_CUPTI_LIB": fake})
+    proc, rs = run(lib, [workload, "--expect", exp_file] + SCENARIOS, dict(env or {}, TORCHPROF_CUPTI_LIB=fake))
     check(proc.returncode == 0 and "torchprof" not in proc.stderr, f"full: rc {proc.returncode}, {proc.stderr!r}")
     if not check(len(rs) == 1, "full: one connection"):
         return
@@ -253,9 +253,11 @@ def main():
     check_profiler(lib, workload, fake)
     check_off(lib, workload, fake, {"FAKE_CUPTI_FAIL": "unknown"}, "CUPTI_ERROR_UNKNOWN", "no driver")
     check_off(lib, workload, fake, {"FAKE_CUPTI_FAIL": "subscriber"}, "MULTIPLE_SUBSCRIBERS", "subscriber taken")
-    check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "28"}, "version 28", "CUDA 12 CUPTI")
-    check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "140000"}, "version 140000", "CUDA 14 CUPTI")
-    check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "130200"}, "newer layout", "CUDA 13.2 CUPTI")
+    # One build reads every CUPTI from CUDA 12.0 on (CUDA 12.9, 13.2 and a later 14.0's
+    # records alike); CUDA 11.8's is refused.
+    for version in ("28", "130200", "140000"):
+        check_full(lib, workload, fake, {"FAKE_CUPTI_VERSION": version})
+    check_off(lib, workload, fake, {"FAKE_CUPTI_VERSION": "18"}, "version 18", "CUDA 11.8 CUPTI")
     check_trace_filter(lib, workload, fake)
     check_exit_paths(lib, fake)
     if len(sys.argv) > 4:

@@ -37,7 +37,6 @@ void finish_gpu_record(uint8_t* record, bool not_collected, const GpuClockMap& c
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      // The newer layout swaps start and end (fake_cupti_records.cpp): both slots get the same treatment.
       for (size_t offset : {offsetof(CUpti_ActivityKernel10, start), offsetof(CUpti_ActivityKernel10, end),
                             offsetof(CUpti_ActivityKernel10, completed), offsetof(CUpti_ActivityKernel10, queued),
                             offsetof(CUpti_ActivityKernel10, submitted)}) {
@@ -63,23 +62,26 @@ void finish_gpu_record(uint8_t* record, bool not_collected, const GpuClockMap& c
 }  // namespace
 
 size_t record_size(uint32_t kind) {
-  // The stand-ins for the newer structs are 8 bytes longer (fake_cupti_records.cpp):
-  // kernels from 13.1 on, devices and contexts from 13.2 on.
-  const size_t newer_kernel = state().newer_kernels ? 8 : 0;
-  const size_t newer = state().newer_layouts ? 8 : 0;
+  const uint32_t v = state().version;
   switch (kind) {
-    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return v < kCupti128 ? 88 : sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10) + newer_kernel;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      if (v < kCupti130) return 208;                      // CUpti_ActivityKernel9
+      if (v < kCupti131) return sizeof(CUpti_ActivityKernel10);
+      return v < kCupti133 ? 224 : 232;                   // Kernel11 (priority), Kernel12 (executionModel)
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME: return sizeof(CUpti_ActivityAPI);
-    case CUPTI_ACTIVITY_KIND_DEVICE: return sizeof(CUpti_ActivityDevice5) + newer;
-    case CUPTI_ACTIVITY_KIND_CONTEXT: return sizeof(CUpti_ActivityContext3) + newer;
-    case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
-    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: return sizeof(CUpti_ActivityCudaEvent2);
+    case CUPTI_ACTIVITY_KIND_DEVICE: return v < kCupti132 ? sizeof(CUpti_ActivityDevice5) : 192;  // Device6: numTpcs
+    case CUPTI_ACTIVITY_KIND_CONTEXT:
+      if (v < kCupti125) return 24;  // CUpti_ActivityContext2
+      return v < kCupti131 ? sizeof(CUpti_ActivityContext3) : 40;  // Context4: processId
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return v < kCupti126 ? 120 : sizeof(CUpti_ActivityMemory4);  // Memory3
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return v < kCupti128 ? 40 : sizeof(CUpti_ActivitySynchronization2);  // Synchronization
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: return v < kCupti128 ? 24 : sizeof(CUpti_ActivityCudaEvent2);  // CudaEvent
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     default: return 0;
   }

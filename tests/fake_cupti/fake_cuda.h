@@ -10,7 +10,7 @@
 // RUNTIME (or DRIVER) activity is enabled. Ids are 32-bit and wrap (0 is skipped).
 // GPU records keep raw GPU times until delivered (see ActivityBuffers).
 // GPU timeline: start = max(now + kFakeLaunchLatencyNs, end of previous work on
-// the stream), end = start + duration, on the raw GPU clock (CLOCK_MONOTONIC
+// the stream), end = start + duration, on the raw GPU clock (CLOCK_REALTIME, Unix-epoch ns as CUPTI's own
 // [+ FAKE_CUPTI_CLOCK_OFFSET_NS]); records get the registered timestamp callback's
 // clock when their buffer is delivered, CPU-side times (API calls, allocations,
 // syncs) when they are taken.

@@ -38,7 +38,7 @@ class ApiCall {
     data_.symbolName = symbol;
     data_.context = fake_context();
     data_.contextUid = kFakeContextId;
-    data_.correlationData = &correlation_data_;
+    data_.correlationData = correlation_data_;
     data_.correlationId = correlation_;
     emit_external_correlations(correlation_);
     state().callbacks.fire(domain_, cbid_, &data_);
@@ -61,7 +61,7 @@ class ApiCall {
   CUpti_CallbackId cbid_;
   uint32_t correlation_;
   uint64_t start_ = 0;
-  uint64_t correlation_data_ = 0;
+  uint64_t correlation_data_[kMaxSubscribers] = {};  // one slot per subscriber
   int return_value_ = 0;  // cudaSuccess / CUDA_SUCCESS
   CUpti_CallbackData data_{};
 };

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -21,7 +22,6 @@ namespace fake_cupti {
 namespace {
 
 State* g_state = nullptr;
-int g_subscriber_tag = 0;
 int g_context_tag = 0;
 
 void reset_after_fork() {
@@ -52,8 +52,6 @@ uint64_t clock_offset_ns() {
   }();
   return offset;
 }
-
-CUpti_SubscriberHandle the_handle() { return reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_tag); }
 
 size_t domain_size(int domain) {
   switch (domain) {
@@ -105,11 +103,6 @@ uint32_t reported_version() {
   return forced != nullptr ? static_cast<uint32_t>(std::strtoul(forced, nullptr, 10)) : CUPTI_API_VERSION;
 }
 
-// CUPTI 13.1 (API version 130100) writes kernels as CUpti_ActivityKernel10 no more
-// (CUpti_ActivityKernel11, its release notes); device and context records move later.
-bool newer_kernel_layout() { return reported_version() >= 130100; }
-bool newer_record_layouts() { return reported_version() >= 130200; }
-
 State& state() {
   if (g_state == nullptr) g_state = new State();
   return *g_state;
@@ -117,7 +110,7 @@ State& state() {
 
 uint64_t raw_now_ns() {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) + clock_offset_ns();
 }
 
@@ -126,11 +119,30 @@ uint64_t now_ns() {
   return callback != nullptr ? callback() : raw_now_ns();
 }
 
+namespace {
+
+// The callback's clock read between two raw readings, the narrowest of a few brackets
+// (a preempted read would skew the rate): the pair's raw time is the bracket's middle.
+void read_pair(CUpti_TimestampCallbackFunc callback, uint64_t* raw, uint64_t* theirs) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t before = raw_now_ns();
+    const uint64_t t = callback();
+    const uint64_t after = raw_now_ns();
+    if (after - before < best) {
+      best = after - before;
+      *raw = before + (after - before) / 2;
+      *theirs = t;
+    }
+  }
+}
+
+}  // namespace
+
 void register_timestamp_callback(CUpti_TimestampCallbackFunc callback) {
   TimestampSource& source = state().timestamps;
   std::lock_guard<std::mutex> lock(source.mutex);
-  source.raw0 = raw_now_ns();
-  source.theirs0 = callback();
+  read_pair(callback, &source.raw0, &source.theirs0);
   source.callback.store(callback, std::memory_order_release);
 }
 
@@ -149,10 +161,11 @@ GpuClockMap gpu_clock_map() {
     theirs0 = source.theirs0;
   }
   map.active = true;
-  // Their clock read between two raw readings: the pair's skew is half the bracket.
-  const uint64_t before = raw_now_ns();
-  map.theirs1 = callback();
-  map.raw1 = before + (raw_now_ns() - before) / 2;
+  // CUPTI follows the callback's clock over time; a delivery right after the registration
+  // waits until the two readings are 10 ms apart, so that a clock of another rate (a TSC)
+  // is converted at its rate.
+  while (raw_now_ns() < raw0 + 10000000) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  read_pair(callback, &map.raw1, &map.theirs1);
   if (map.raw1 > raw0 + 1000000) {
     map.rate = static_cast<double>(map.theirs1 - theirs0) / static_cast<double>(map.raw1 - raw0);
   }
@@ -164,8 +177,9 @@ GpuClockMap gpu_clock_map() {
 uint64_t GpuClockMap::map(uint64_t raw) const {
   if (!active || raw == 0) return raw;
   if (rate == 1.0) return theirs1 + raw - raw1;
-  const double delta = (static_cast<double>(raw) - static_cast<double>(raw1)) * rate;
-  return static_cast<uint64_t>(static_cast<double>(theirs1) + delta);
+  // The difference first, in integers: Unix-epoch ns as doubles are 256 ns apart.
+  const double delta = static_cast<double>(static_cast<int64_t>(raw - raw1)) * rate;
+  return theirs1 + static_cast<uint64_t>(static_cast<int64_t>(delta));
 }
 
 // Read once per thread (a forked child's first thread gets a fresh copy of the
@@ -215,81 +229,161 @@ void emit_external_correlations(uint32_t correlation_id) {
   }
 }
 
-CallbackRegistry::CallbackRegistry() {
-  for (int domain = 0; domain < CUPTI_CB_DOMAIN_SIZE; ++domain) enabled_[domain].assign(domain_size(domain), 0);
+CallbackRegistry::CallbackRegistry() = default;
+
+CallbackRegistry::Subscriber* CallbackRegistry::find(CUpti_SubscriberHandle handle) {
+  for (Subscriber& s : subscribers_) {
+    if (s.used && reinterpret_cast<CUpti_SubscriberHandle>(&s) == handle) return &s;
+  }
+  return nullptr;
 }
 
-bool CallbackRegistry::valid_handle(CUpti_SubscriberHandle handle) const {
-  return subscribed_ && handle == the_handle();
+namespace {
+
+// CUPTI 13.2's CUpti_SubscriberParams: 13.0's fields, then allowMultipleSubscribers.
+struct SubscriberParams132 {
+  size_t structSize;
+  const char* subscriberName;
+  char* oldSubscriberName;
+  size_t oldSubscriberSize;
+  uint8_t allowMultipleSubscribers;
+  uint8_t padding[7];
+};
+
+bool asks_multiple(const CUpti_SubscriberParams* params) {
+  if (params == nullptr || reported_version() < kCupti132 || params->structSize < sizeof(SubscriberParams132)) {
+    return false;
+  }
+  return reinterpret_cast<const SubscriberParams132*>(params)->allowMultipleSubscribers != 0;
 }
 
-CUptiResult CallbackRegistry::subscribe(CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback,
-                                        void* userdata) {
+}  // namespace
+
+CUptiResult CallbackRegistry::subscribe(CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback, void* userdata,
+                                        const CUpti_SubscriberParams* params, bool v2) {
   if (handle == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (subscribed_ || fail_subscriber()) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  subscribed_ = true;
-  callback_ = callback;
-  userdata_ = userdata;
-  *handle = the_handle();
+  const bool multiple = v2 && asks_multiple(params);
+  const char* holder = fail_subscriber() ? "fake_other_tool" : nullptr;
+  if (holder == nullptr && mode_ != 0 && !(mode_ == 2 && multiple)) {
+    for (const Subscriber& s : subscribers_) {
+      if (s.used) holder = s.name.c_str();
+    }
+  }
+  Subscriber* slot = nullptr;
+  for (Subscriber& s : subscribers_) {
+    if (!s.used) {
+      slot = &s;
+      break;
+    }
+  }
+  if (holder != nullptr || slot == nullptr) {
+    if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
+      std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "CUPTI for %s",
+                    holder != nullptr ? holder : "another subscriber");
+    }
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  }
+  if (mode_ == 0) mode_ = multiple ? 2 : 1;
+  *slot = Subscriber{};
+  slot->used = true;
+  slot->callback = callback;
+  slot->userdata = userdata;
+  slot->name = params != nullptr && params->subscriberName != nullptr ? params->subscriberName : "subscriber";
+  for (int domain = 0; domain < CUPTI_CB_DOMAIN_SIZE; ++domain) slot->enabled[domain].assign(domain_size(domain), 0);
+  *handle = reinterpret_cast<CUpti_SubscriberHandle>(slot);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CallbackRegistry::unsubscribe(CUpti_SubscriberHandle handle) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!valid_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
-  subscribed_ = false;
-  callback_ = nullptr;
-  userdata_ = nullptr;
-  for (auto& bits : enabled_) std::fill(bits.begin(), bits.end(), 0);
+  Subscriber* s = find(handle);
+  if (s == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *s = Subscriber{};
+  bool any = false;
+  for (const Subscriber& other : subscribers_) any = any || other.used;
+  if (!any) mode_ = 0;
   return CUPTI_SUCCESS;
+}
+
+void CallbackRegistry::unsubscribe_all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Subscriber& s : subscribers_) s = Subscriber{};
+  mode_ = 0;
+}
+
+int CallbackRegistry::subscriber_count() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int n = 0;
+  for (const Subscriber& s : subscribers_) n += s.used ? 1 : 0;
+  return n;
 }
 
 CUptiResult CallbackRegistry::enable_callback(uint32_t enable, CUpti_SubscriberHandle handle,
                                               CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!valid_handle(handle) || !valid_domain(domain) || cbid >= enabled_[domain].size()) {
+  Subscriber* s = find(handle);
+  if (s == nullptr || !valid_domain(domain) || cbid >= s->enabled[domain].size()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
-  enabled_[domain][cbid] = enable != 0 ? 1 : 0;
+  s->enabled[domain][cbid] = enable != 0 ? 1 : 0;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CallbackRegistry::enable_domain(uint32_t enable, CUpti_SubscriberHandle handle,
                                             CUpti_CallbackDomain domain) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!valid_handle(handle) || !valid_domain(domain)) return CUPTI_ERROR_INVALID_PARAMETER;
-  std::fill(enabled_[domain].begin(), enabled_[domain].end(), enable != 0 ? 1 : 0);
+  Subscriber* s = find(handle);
+  if (s == nullptr || !valid_domain(domain)) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::fill(s->enabled[domain].begin(), s->enabled[domain].end(), enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CallbackRegistry::enable_all(uint32_t enable, CUpti_SubscriberHandle handle) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!valid_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
-  for (auto& bits : enabled_) std::fill(bits.begin(), bits.end(), enable != 0 ? 1 : 0);
+  Subscriber* s = find(handle);
+  if (s == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (auto& bits : s->enabled) std::fill(bits.begin(), bits.end(), enable != 0 ? 1 : 0);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CallbackRegistry::get_state(uint32_t* enable, CUpti_SubscriberHandle handle,
                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (enable == nullptr || !valid_handle(handle) || !valid_domain(domain) || cbid >= enabled_[domain].size()) {
+  Subscriber* s = find(handle);
+  if (enable == nullptr || s == nullptr || !valid_domain(domain) || cbid >= s->enabled[domain].size()) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }
-  *enable = enabled_[domain][cbid];
+  *enable = s->enabled[domain][cbid];
   return CUPTI_SUCCESS;
 }
 
 void CallbackRegistry::fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  CUpti_CallbackFunc callback = nullptr;
-  void* userdata = nullptr;
+  struct Target {
+    CUpti_CallbackFunc callback;
+    void* userdata;
+    int slot;
+  };
+  Target targets[kMaxSubscribers];
+  int n = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!subscribed_ || !valid_domain(domain) || cbid >= enabled_[domain].size() || !enabled_[domain][cbid]) return;
-    callback = callback_;
-    userdata = userdata_;
+    if (!valid_domain(domain)) return;
+    for (int i = 0; i < kMaxSubscribers; ++i) {
+      const Subscriber& s = subscribers_[i];
+      if (s.used && cbid < s.enabled[domain].size() && s.enabled[domain][cbid] && s.callback != nullptr) {
+        targets[n++] = Target{s.callback, s.userdata, i};
+      }
+    }
   }
-  if (callback != nullptr) callback(userdata, domain, cbid, data);
+  const bool api = domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API;
+  auto* call = api ? const_cast<CUpti_CallbackData*>(static_cast<const CUpti_CallbackData*>(data)) : nullptr;
+  uint64_t* const slots = call != nullptr ? call->correlationData : nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (call != nullptr && slots != nullptr) call->correlationData = slots + targets[i].slot;
+    targets[i].callback(targets[i].userdata, domain, cbid, data);
+  }
+  if (call != nullptr) call->correlationData = slots;
 }
 
 }  // namespace fake_cupti
@@ -329,20 +423,14 @@ CUptiResult CUPTIAPI cuptiGetErrorMessage(CUptiResult result, const char** str) 
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                     void* userdata) {
   FAKE_CUPTI_GUARD();
-  return fc::state().callbacks.subscribe(subscriber, callback, userdata);
+  return fc::state().callbacks.subscribe(subscriber, callback, userdata, nullptr, false);
 }
 
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                        void* userdata, CUpti_SubscriberParams* pParams) {
   FAKE_CUPTI_GUARD();
   if (pParams != nullptr && pParams->structSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
-  const CUptiResult result = fc::state().callbacks.subscribe(subscriber, callback, userdata);
-  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && pParams != nullptr &&
-      pParams->oldSubscriberName != nullptr && pParams->oldSubscriberSize > 0) {
-    std::strncpy(pParams->oldSubscriberName, "CUPTI for fake_other_tool", pParams->oldSubscriberSize - 1);
-    pParams->oldSubscriberName[pParams->oldSubscriberSize - 1] = '\0';
-  }
-  return result;
+  return fc::state().callbacks.subscribe(subscriber, callback, userdata, pParams, true);
 }
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
@@ -506,7 +594,15 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
   fc::State& s = fc::state();
   s.activity.stop_worker();
   for (uint32_t kind = 1; kind < CUPTI_ACTIVITY_KIND_COUNT; ++kind) s.activity.set_enabled(kind, false);
-  s.callbacks.unsubscribe(fc::the_handle());
+  s.callbacks.unsubscribe_all();
+  for (auto& side : s.api_off) {
+    for (auto& off : side) off.store(false);
+  }
+  s.all_sync_records.store(true);
+  {
+    std::lock_guard<std::mutex> lock(s.attribute_mutex);
+    s.attributes.clear();
+  }
   return CUPTI_SUCCESS;
 }
 
@@ -577,19 +673,36 @@ CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType* type) {
   return CUPTI_SUCCESS;
 }
 
-// Attributes are accepted and remembered nowhere: buffer sizing is the client's.
+// Attributes are remembered and read back; none changes which records are written.
 CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
   FAKE_CUPTI_GUARD();
-  (void)attr;
-  if (valueSize == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (valueSize == nullptr || value == nullptr || *valueSize == 0 || *valueSize > sizeof(uint64_t)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  if (attr > CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS) return CUPTI_ERROR_INVALID_PARAMETER;
+  uint64_t v = 0;
+  std::memcpy(&v, value, *valueSize);
+  std::lock_guard<std::mutex> lock(fc::state().attribute_mutex);
+  fc::state().attributes[attr] = v;
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
   FAKE_CUPTI_GUARD();
-  (void)attr;
-  if (valueSize == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (valueSize == nullptr || value == nullptr || *valueSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr > CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS) return CUPTI_ERROR_INVALID_PARAMETER;
+  // CUPTI's documented defaults: 8 MiB device buffers, a pool limit of 250 buffers.
+  uint64_t v = attr == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE ? (8u << 20)
+               : attr == CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT ? 250
+                                                                      : 0;
+  {
+    std::lock_guard<std::mutex> lock(fc::state().attribute_mutex);
+    auto found = fc::state().attributes.find(attr);
+    if (found != fc::state().attributes.end()) v = found->second;
+  }
+  const size_t n = *valueSize < sizeof v ? *valueSize : sizeof v;
   std::memset(value, 0, *valueSize);
+  std::memcpy(value, &v, n);
   return CUPTI_SUCCESS;
 }
 
@@ -611,7 +724,13 @@ CUptiResult CUPTIAPI cuptiActivityEnableLaunchAttributes(uint8_t enable) {
 
 CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
   FAKE_CUPTI_GUARD();
-  (void)enable;
+  fc::state().all_sync_records.store(enable != 0);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableCudaEventDeviceTimestamps(uint8_t enable) {
+  FAKE_CUPTI_GUARD();
+  fc::state().cuda_event_device_timestamps.store(enable != 0);
   return CUPTI_SUCCESS;
 }
 
@@ -621,19 +740,18 @@ CUptiResult CUPTIAPI cuptiActivityEnableAllocationSource(uint8_t enable) {
   return CUPTI_SUCCESS;
 }
 
-// Per-cbid API record filtering is accepted but not applied: every API record
-// of an enabled DRIVER/RUNTIME kind is written.
+// Per-cbid API record filters, process-wide: a disabled cbid writes no RUNTIME/DRIVER record.
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
   FAKE_CUPTI_GUARD();
-  (void)cbid;
-  (void)enable;
+  if (cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  fc::state().api_off[1][cbid].store(enable == 0);
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
   FAKE_CUPTI_GUARD();
-  (void)cbid;
-  (void)enable;
+  if (cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  fc::state().api_off[0][cbid].store(enable == 0);
   return CUPTI_SUCCESS;
 }
 

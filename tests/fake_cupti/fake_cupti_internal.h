@@ -31,16 +31,19 @@ uint32_t flush_delay_ms();
 // The runtime or driver callback of that name ("cudaGetDevice", "cuCtxGetCurrent").
 bool find_callback_by_name(const char* name, CUpti_CallbackDomain* domain, CUpti_CallbackId* cbid);
 
-// FAKE_CUPTI_VERSION (else CUPTI_API_VERSION), as cuptiGetVersion reports it.
+// FAKE_CUPTI_VERSION (else CUPTI_API_VERSION), as cuptiGetVersion reports it. The
+// records are written in that CUPTI's layouts: each release's struct is the one before
+// it with fields appended (or padding given a use), so an older CUPTI writes a prefix of
+// this header's struct and a newer one this struct with more after it. The releases,
+// by the API version they report (cupti_version.h's list; 13.1 to 13.3 from their headers):
+constexpr uint32_t kCupti125 = 23;      // CUDA 12.5: Context3 (cigMode)
+constexpr uint32_t kCupti126 = 24;      // 12.6: Memory4 (source)
+constexpr uint32_t kCupti128 = 26;      // 12.8: Memcpy6, Synchronization2 (returnValue), CudaEvent2
+constexpr uint32_t kCupti130 = 130000;  // 13.0: Kernel10 (isDeviceLaunched)
+constexpr uint32_t kCupti131 = 130100;  // 13.1: Kernel11 (priority), Context4 (processId)
+constexpr uint32_t kCupti132 = 130200;  // 13.2: Device6 (numTpcs); allowMultipleSubscribers
+constexpr uint32_t kCupti133 = 130300;  // 13.3: Kernel12 (executionModel)
 uint32_t reported_version();
-// True when the reported version is one whose CUPTI writes kernel, device and
-// context records in a newer struct than this header's (13.2 brought
-// CUpti_ActivityKernel11, Device6, Context4). The fake stands for those with the
-// header's structs rearranged (see fake_cupti_records.cpp), so a reader of the old
-// layout gets wrong values, as it would from the real newer CUPTI.
-bool newer_record_layouts();
-// As newer_record_layouts, for kernel records: from 13.1 on.
-bool newer_kernel_layout();
 
 // Size of the record struct CUPTI uses for `kind` in the reported version, 0 when
 // the fake never writes that kind.
@@ -48,29 +51,47 @@ size_t record_size(uint32_t kind);
 // A record kind no CUPTI writes: cuptiActivityGetNextRecord cannot step over it.
 constexpr uint32_t kUnreadableKind = 0x7ffffff0u;
 
-// Callback subscription: one subscriber, per-domain per-cbid enable bits.
+// Callback subscription as CUPTI does it. Up to 13.1 one subscriber at a time: another
+// subscribe gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (cuptiSubscribe_v2 also
+// names the holder in oldSubscriberName). From 13.2 the first subscriber's choice is the
+// process's: cuptiSubscribe_v2 with allowMultipleSubscribers lets others in, each through
+// cuptiSubscribe_v2 asking the same (a legacy cuptiSubscribe is refused then). Each
+// subscriber has its own enable bits, userdata and correlationData slot per call.
+constexpr int kMaxSubscribers = 4;
+
 class CallbackRegistry {
  public:
   CallbackRegistry();
-  CUptiResult subscribe(CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback, void* userdata);
+  // `params` null for the legacy cuptiSubscribe.
+  CUptiResult subscribe(CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback, void* userdata,
+                        const CUpti_SubscriberParams* params, bool v2);
   CUptiResult unsubscribe(CUpti_SubscriberHandle handle);
+  void unsubscribe_all();
   CUptiResult enable_callback(uint32_t enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain,
                               CUpti_CallbackId cbid);
   CUptiResult enable_domain(uint32_t enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain);
   CUptiResult enable_all(uint32_t enable, CUpti_SubscriberHandle handle);
   CUptiResult get_state(uint32_t* enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain,
                         CUpti_CallbackId cbid);
-  // Calls the subscriber (without holding any lock) if the callback is on.
+  // Calls each subscriber that enabled the callback (without holding any lock). For an
+  // API callback, data->correlationData points at kMaxSubscribers slots of the call:
+  // subscriber i gets slot i.
   void fire(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+  int subscriber_count();
 
  private:
-  bool valid_handle(CUpti_SubscriberHandle handle) const;
+  struct Subscriber {
+    bool used = false;
+    CUpti_CallbackFunc callback = nullptr;
+    void* userdata = nullptr;
+    std::string name;
+    std::array<std::vector<uint8_t>, CUPTI_CB_DOMAIN_SIZE> enabled;
+  };
+  Subscriber* find(CUpti_SubscriberHandle handle);
 
   std::mutex mutex_;
-  bool subscribed_ = false;
-  CUpti_CallbackFunc callback_ = nullptr;
-  void* userdata_ = nullptr;
-  std::array<std::vector<uint8_t>, CUPTI_CB_DOMAIN_SIZE> enabled_;
+  int mode_ = 0;  // 0: nobody, 1: one subscriber only, 2: several allowed (13.2+)
+  std::array<Subscriber, kMaxSubscribers> subscribers_;
 };
 
 // Activity buffers, as CUPTI hands them out: records are copied into client
@@ -166,14 +187,22 @@ struct TimestampSource {
   uint64_t theirs0 = 0;
 };
 
+constexpr uint32_t kApiFilterSize = 2048;
+
 struct State {
   CallbackRegistry callbacks;
+  // Process-wide, as in CUPTI: the API records turned off per cbid (cuptiActivityEnable
+  // RuntimeApi/DriverApi), whether every query gets a sync record, the attributes set.
+  std::array<std::array<std::atomic<bool>, kApiFilterSize>, 2> api_off{};
+  std::atomic<bool> all_sync_records{true};
+  std::atomic<bool> cuda_event_device_timestamps{false};
+  std::mutex attribute_mutex;
+  std::map<uint32_t, uint64_t> attributes;
   ActivityBuffers activity;
   RuntimeState runtime;
   TimestampSource timestamps;
   std::atomic<uint32_t> thread_id_type{CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT};
-  const bool newer_layouts = newer_record_layouts();  // read once, at load (or fork)
-  const bool newer_kernels = newer_kernel_layout();
+  const uint32_t version = reported_version();  // read once, at load (or fork)
 };
 
 // Process-wide state; never destroyed, replaced by a fresh one in a forked child.
@@ -181,7 +210,9 @@ State& state();
 
 // The CPU clock records use: the registered timestamp callback, else raw_now_ns().
 uint64_t now_ns();
-// The GPU's clock: CLOCK_MONOTONIC [+ FAKE_CUPTI_CLOCK_OFFSET_NS]. GPU timelines run on it.
+// CUPTI's own clock, without a timestamp callback: Unix-epoch ns, as CUPTI's are (Kineto
+// before its TSC callback compares them with system_clock), CLOCK_REALTIME
+// [+ FAKE_CUPTI_CLOCK_OFFSET_NS]. GPU timelines run on it.
 uint64_t raw_now_ns();
 // Raw GPU times onto the clock now_ns() reads, through the timestamp callback
 // registered at this moment (late, like CUPTI's post-processing): one pair of

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include "fake_cupti_internal.h"
@@ -13,6 +15,30 @@ namespace {
 
 ActivityBuffers& activity() { return state().activity; }
 
+// A record in the reported CUPTI's layout for its kind (record_size): the first bytes
+// of this header's struct, with `newer` (offset, value) pairs written past its end for
+// the fields later releases appended, and the fields a release before the one that
+// introduced them kept as padding (`older_padding`: offset and size) left zero.
+struct Appended {
+  size_t offset;
+  uint64_t value;
+  size_t size;
+};
+
+template <typename Record>
+void append_in_layout(const Record& record, uint64_t gpu_end, std::initializer_list<Appended> newer = {},
+                      std::initializer_list<std::pair<size_t, size_t>> older_padding = {}) {
+  uint8_t bytes[256] = {};
+  static_assert(sizeof(Record) <= sizeof(bytes));
+  const size_t size = record_size(record.kind);
+  std::memcpy(bytes, &record, std::min(size, sizeof(Record)));
+  for (const Appended& field : newer) {
+    if (field.offset + field.size <= size) std::memcpy(bytes + field.offset, &field.value, field.size);
+  }
+  for (const auto& [offset, length] : older_padding) std::memset(bytes + offset, 0, length);
+  activity().append(bytes, size, gpu_end);
+}
+
 // Records of other kinds must not be the first ones a subscriber sees: the
 // device and context records come first, as CUPTI writes them at enable time.
 // `gpu_end`: the raw GPU end of a record of GPU work, whose times are converted
@@ -20,18 +46,7 @@ ActivityBuffers& activity() { return state().activity; }
 template <typename Record>
 void append_record(const Record& record, uint64_t gpu_end = 0) {
   emit_static_records_once();
-  activity().append(&record, sizeof(record), gpu_end);
-}
-
-// The stand-in for a newer CUPTI's struct of the same kind (13.2's Kernel11,
-// Device6, Context4): the header's struct with two fields swapped and 8 bytes
-// more at the end. A reader of the old layout reads the swapped fields wrong.
-template <typename Record, typename Field>
-void append_newer_layout(Record record, Field Record::*first, Field Record::*second, uint64_t gpu_end = 0) {
-  std::swap(record.*first, record.*second);
-  uint8_t bytes[sizeof(Record) + 8] = {};
-  std::memcpy(bytes, &record, sizeof(Record));
-  activity().append(bytes, sizeof(bytes), gpu_end);
+  append_in_layout(record, gpu_end);
 }
 
 void append_device() {
@@ -72,11 +87,7 @@ void append_device() {
   device.computeInstanceId = 0xffffffffu;
   device.isNumaNode = 0;
   device.numaId = 0xffffffffu;
-  if (state().newer_layouts) {
-    append_newer_layout(device, &CUpti_ActivityDevice5::globalMemoryBandwidth, &CUpti_ActivityDevice5::globalMemorySize);
-    return;
-  }
-  activity().append(&device, sizeof(device));
+  append_in_layout(device, 0, {{offsetof(CUpti_ActivityDevice5, numaId) + 4, 66, 4}});  // Device6's numTpcs
 }
 
 void append_context() {
@@ -90,11 +101,11 @@ void append_context() {
   context.isGreenContext = 0;
   context.numMultiprocessors = 132;
   context.cigMode = CUPTI_CONTEXT_CIG_MODE_NONE;
-  if (state().newer_layouts) {
-    append_newer_layout(context, &CUpti_ActivityContext3::contextId, &CUpti_ActivityContext3::deviceId);
-    return;
-  }
-  activity().append(&context, sizeof(context));
+  // Context4's processId; before 12.5 numMultiprocessors was padding.
+  append_in_layout(context, 0, {{sizeof(CUpti_ActivityContext3), current_process_id(), 8}},
+                   state().version < kCupti125 ? std::initializer_list<std::pair<size_t, size_t>>{
+                                                     {offsetof(CUpti_ActivityContext3, numMultiprocessors), 2}}
+                                               : std::initializer_list<std::pair<size_t, size_t>>{});
 }
 
 }  // namespace
@@ -151,12 +162,11 @@ void append_kernel(const KernelLaunch& launch) {
   kernel.clusterX = 1;
   kernel.clusterY = 1;
   kernel.clusterZ = 1;
-  if (state().newer_kernels) {
-    emit_static_records_once();
-    append_newer_layout(kernel, &CUpti_ActivityKernel10::start, &CUpti_ActivityKernel10::end, launch.span.end);
-    return;
-  }
-  append_record(kernel, launch.span.end);
+  kernel.isDeviceLaunched = 0;
+  emit_static_records_once();
+  // Kernel11's priority (the stream's: 0 for every stream here), Kernel12's executionModel (SIMT).
+  append_in_layout(kernel, launch.span.end,
+                   {{sizeof(CUpti_ActivityKernel10), 0, 4}, {sizeof(CUpti_ActivityKernel10) + 8, 1, 4}});
 }
 
 void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlation_id, bool async,
@@ -180,7 +190,8 @@ void append_memcpy(uint64_t bytes, int kind, uint32_t stream, uint32_t correlati
   copy.runtimeCorrelationId = 0;
   copy.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
   copy.copyCount = 1;
-  append_record(copy, span.end);
+  emit_static_records_once();
+  append_in_layout(copy, span.end, {}, {{offsetof(CUpti_ActivityMemcpy6, isDeviceLaunched), 1}});
 }
 
 void append_memset(uint64_t bytes, uint32_t stream, uint32_t correlation_id, const GpuSpan& span) {
@@ -272,8 +283,12 @@ void append_stream_wait(uint32_t stream, uint32_t event_id, uint32_t correlation
                      0);
 }
 
+// A query that found the work unfinished gets a record only while all sync records are
+// on (cuptiActivityEnableAllSyncRecords, on by default); before 12.8 the records had no
+// returnValue, and CUPTI wrote none for such queries.
 void append_query(bool event, uint32_t stream, uint32_t event_id, uint32_t correlation_id, uint64_t start,
                   uint64_t end, uint32_t return_value) {
+  if (return_value != 0 && (state().version < kCupti128 || !state().all_sync_records.load())) return;
   append_sync_record(event ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE
                            : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
                      event ? CUPTI_SYNCHRONIZATION_INVALID_VALUE : stream,
@@ -283,6 +298,7 @@ void append_query(bool event, uint32_t stream, uint32_t event_id, uint32_t corre
 void append_api(bool driver, CUpti_CallbackId cbid, uint32_t correlation_id, uint64_t start, uint64_t end) {
   const CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
   if (!activity().enabled(kind)) return;
+  if (cbid < kApiFilterSize && state().api_off[driver ? 1 : 0][cbid].load(std::memory_order_relaxed)) return;
   CUpti_ActivityAPI api{};
   api.kind = kind;
   api.cbid = cbid;

@@ -22,7 +22,7 @@ struct OpenCall {
   std::string name;
   uint32_t correlation = 0;
   uint64_t start = 0;
-  uint64_t correlation_data = 0;
+  uint64_t correlation_data[kMaxSubscribers] = {};  // one slot per subscriber
   int return_value = 0;  // cudaSuccess / CUDA_SUCCESS
   CUpti_CallbackData data{};
 };
@@ -169,7 +169,7 @@ int fakecuda_api_enter(int domain, uint32_t cbid, const char* function_name, uin
   data.functionReturnValue = &call->return_value;
   data.context = fc::fake_context();
   data.contextUid = kFakeContextId;
-  data.correlationData = &call->correlation_data;
+  data.correlationData = call->correlation_data;
   data.correlationId = correlation_id;
   fc::emit_external_correlations(correlation_id);
   fc::OpenCall* open = call.get();

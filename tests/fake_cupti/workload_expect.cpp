@@ -210,6 +210,8 @@ void Walker::walk_item(const Item& item, std::vector<std::string>* stack) {
     case Op::kUnreadable:
     case Op::kClientStart:
     case Op::kClientStop:
+    case Op::kKinetoStart:
+    case Op::kKinetoStop:
     case Op::kReady: break;
     case Op::kSleep: busy(s, item.duration_ns); break;
   }

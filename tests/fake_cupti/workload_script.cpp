@@ -1,5 +1,7 @@
 #include "workload_script.h"
 
+#include "kineto_client.h"
+
 #include <cupti_activity.h>
 
 #include <unistd.h>
@@ -116,6 +118,21 @@ bool parse_cupti_item(const std::vector<std::string>& fields, std::string_view h
     const char* option = verb == "cupti_flush" ? "forced" : "direct";
     if (fields.size() > 2 || (fields.size() == 2 && fields[1] != option)) fail("unknown option", head);
     item->blocking = fields.size() == 2;
+  } else if (verb == "kineto_start") {
+    need_fields(fields, 2, head);
+    item->op = Op::kKinetoStart;
+    item->name = fields[1];
+    for (size_t i = 2; i < fields.size(); ++i) {
+      if (fields[i] == "teardown") {
+        item->blocking = true;
+      } else if (fields[i] == "sync") {
+        item->sync_events = true;
+      } else {
+        fail("unknown option", head);
+      }
+    }
+  } else if (verb == "kineto_stop") {
+    item->op = Op::kKinetoStop;
   } else if (verb == "sleep") {
     need_fields(fields, 2, head);
     item->op = Op::kSleep;
@@ -234,6 +251,7 @@ struct RunState {
   std::map<std::string, uint64_t> addresses;
   const CuptiApi* cupti = nullptr;
   SecondClient client;
+  KinetoClient kineto;
   bool client_ok = true;
 };
 
@@ -279,6 +297,17 @@ void run_cupti_item(const Item& item, const FakeCudaApi& api, RunState* run) {
     case Op::kClientStop:
       if (!run->client.stop()) run->client_ok = false;
       break;
+    case Op::kKinetoStart: {
+      KinetoOptions options;
+      options.commit = item.name;
+      options.teardown = item.blocking;
+      options.sync_events = item.sync_events;
+      if (!run->kineto.start(options)) run->client_ok = false;
+      break;
+    }
+    case Op::kKinetoStop:
+      if (!run->kineto.stop()) run->client_ok = false;
+      break;
     case Op::kSleep: std::this_thread::sleep_for(std::chrono::nanoseconds(item.duration_ns)); break;
     case Op::kReady:
       std::printf("ready pid=%d\n", static_cast<int>(getpid()));
@@ -322,16 +351,25 @@ void run_item(const Item& item, const FakeCudaApi& api, const RangeHooks& hooks,
       break;
     }
     case Op::kKernel:
+      run->kineto.op_begin();  // torch's op around its launch: Kineto's external correlation id
       api.launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr);
+      run->kineto.op_end();
       run->client.launched(item.name, item.duration_ns);
+      run->kineto.launched(item.name, item.duration_ns);
       break;
     case Op::kDriverKernel:
+      run->kineto.op_begin();
       api.driver_launch_kernel(item.name.c_str(), item.duration_ns, item.stream, nullptr);
+      run->kineto.op_end();
       run->client.launched(item.name, item.duration_ns);
+      run->kineto.launched(item.name, item.duration_ns);
       break;
     case Op::kMemcpy:
+      run->kineto.op_begin();
       api.memcpy(item.bytes, item.memcpy_kind, item.stream, item.duration_ns, item.blocking);
+      run->kineto.op_end();
       run->client.launched(copy_row_name(item.memcpy_kind), item.duration_ns);
+      run->kineto.launched(copy_row_name(item.memcpy_kind), item.duration_ns);
       break;
     case Op::kMemset: api.memset(item.bytes, item.stream, item.duration_ns); break;
     case Op::kMalloc: {
@@ -375,11 +413,18 @@ Script Script::parse(std::string_view text) {
 }
 
 bool Script::run(const FakeCudaApi& api, const RangeHooks& hooks, const CuptiApi& cupti) const {
-  api.init();
   RunState run;
   run.cupti = &cupti;
-  run_items(items_, api, hooks, &run);
+  // A torch.profiler session first: Kineto subscribes before CUDA starts.
+  size_t first = 0;
+  if (!items_.empty() && items_[0].op == Op::kKinetoStart) {
+    run_cupti_item(items_[0], api, &run);
+    first = 1;
+  }
+  api.init();
+  run_items(std::vector<Item>(items_.begin() + static_cast<std::ptrdiff_t>(first), items_.end()), api, hooks, &run);
   if (!run.client.stop()) run.client_ok = false;  // a client still on stops at the end
+  if (run.kineto.active() && !run.kineto.stop()) run.client_ok = false;
   return run.client_ok;
 }
 

@@ -28,6 +28,12 @@
 //                                         handle instead of the process's symbols
 //   client_stop                           it flushes (forced), checks the kernels and copies it got
 //                                         against those launched meanwhile, and disables its kinds
+//   kineto_start:COMMIT[:teardown][:sync]  a torch.profiler session by Kineto's own CUPTI calls at that
+//                                         kineto commit (kineto_client.h: b7b1fbe6, dfce61c9), with
+//                                         TEARDOWN_CUPTI=1 / sync events; the first item of a script:
+//                                         before CUDA starts, as profile() around model.cuda()
+//   kineto_stop                           its stop and processing; exit 1 when it got other records
+//                                         than were launched, or any call returned what CUPTI would not
 //   sleep:DUR                             sleeps (no CPU use)
 //   ready                                 prints "ready pid=<pid>" on stdout
 // DUR is an integer with ns, us, ms or s; BYTES a plain integer.
@@ -95,7 +101,8 @@ struct RangeHooks {
 enum class Op {
   kRange, kThread, kRepeat, kKernel, kDriverKernel, kMemcpy, kMemset, kMalloc, kFree,
   kSync, kGraph, kDropped, kBusy, kProfilerStop, kDeviceReset, kProfilerStart,
-  kPeerCopy, kApi, kSkipIds, kCuptiFlush, kUnreadable, kClientStart, kClientStop, kSleep, kReady
+  kPeerCopy, kApi, kSkipIds, kCuptiFlush, kUnreadable, kClientStart, kClientStop, kSleep, kReady,
+  kKinetoStart, kKinetoStop
 };
 
 struct GraphNode {
@@ -111,7 +118,8 @@ struct Item {
   int memcpy_kind = 0;  // CUpti_ActivityMemcpyKind
   uint32_t stream = 7;
   int64_t sync_stream = kFakeAllStreams;
-  bool blocking = false;  // memcpy :sync; cupti_flush:forced; client_start:direct
+  bool blocking = false;  // memcpy :sync; cupti_flush:forced; client_start:direct; kineto_start:teardown
+  bool sync_events = false;  // kineto_start:sync
   uint32_t graph_id = 0;
   std::vector<GraphNode> nodes;
   std::vector<Item> body;

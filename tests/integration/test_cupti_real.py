@@ -4,7 +4,7 @@ the process (torch.profiler's Kineto), records without times, a libcupti already
 loaded, conversion before CUDA's teardown at exit, unreadable records, peer-to-peer
 copies, records arriving while the program runs (SIGKILL), callbacks only for the
 informative API calls, the EXIT without ENTER of the call that starts CUDA, 32-bit
-correlation ids that wrap, a newer CUPTI's record layouts, slow flushes inside
+correlation ids that wrap, the record layouts of every CUPTI from 12.4 to 13.3, slow flushes inside
 callbacks, and a program that links CUDA but never starts it.
 
 Needs tp.py's variables; the fake library is found as in test_gpu_fake.py."""
@@ -218,16 +218,32 @@ def correlation_wrap():
     full_check(script)
 
 
-def newer_layouts():
-    for version in ("130100", "130200"):  # 13.1 writes CUpti_ActivityKernel11; 13.2 the device records too
-        newer_layout_refused(version)
+# CUPTI releases by the API version they report, each writing its own record layouts
+# (the fake writes them as those releases do: 12.x a prefix of 13.0's structs, 13.1+ more
+# after them): CUDA 12.4, 12.6, 12.8, 13.0, 13.1, 13.2, 13.3.
+CUPTI_RELEASES = ("22", "24", "26", "130001", "130100", "130200", "130300")
+LAYOUT_SCRIPT = ("range:train{ kernel:_Z6matmulPfS_S_i:2000us ; memcpy:htod:1048576:100us ; memset:4096:20us ;"
+                 " malloc:a:1048576 ; free:a ; kernel:_Z4reluPfi:300us:stream=13 ; sync:13 } ; sync ; client_start ;"
+                 " range:watched{ kernel:_Z7watchedv:300us ; memcpy:dtoh:4096:20us } ; sync ; client_stop")
 
 
-def newer_layout_refused(version):
-    result = run_workload("nested", {"FAKE_CUPTI_VERSION": version})
+def layouts():
+    """One build traces every CUPTI from 12.4 to 13.3: the workload's kernels, copies, sets and
+    allocations as expected, the second client its own records, with each release's layouts."""
+    for version in CUPTI_RELEASES:
+        print(f"CUPTI API version {version}")
+        result = full_check(LAYOUT_SCRIPT, env={"FAKE_CUPTI_VERSION": version})
+        check_eq(result.summary["processes"][0].get("gpu_tracing"), "on", f"gpu_tracing with CUPTI {version}")
+        gf.check_device_and_memory(result.summary, expectations(LAYOUT_SCRIPT))
+
+
+def older_cupti_refused():
+    """CUPTI before CUDA 12.0 (API version 18: 11.8) writes layouts this build does not read:
+    one line says so, GPU tracing is off, the NVTX ranges are still recorded."""
+    result = run_workload("nested", {"FAKE_CUPTI_VERSION": "18"})
     check_eq(result.rc, 0, f"exit code ({result.describe()})")
     lines = [line for line in result.stderr_text.splitlines() if "GPU tracing off" in line]
-    check(len(lines) == 1 and "newer layout" in lines[0] and version in lines[0], f"notice lines: {lines}")
+    check(len(lines) == 1 and "API version 18" in lines[0] and "12.0" in lines[0], f"notice lines: {lines}")
     summary = result.summary
     check_eq(gf.ops_of_kind(summary, "kernel", "memcpy", "memset"), [], "GPU rows")
     check_eq(summary["processes"][0].get("gpu_tracing"), "off", "gpu_tracing")
@@ -344,7 +360,7 @@ def gpu_check_dry():
 
 SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_periodic, second_client_twice, second_client_direct, incomplete, profiler_stop_queued,
                                           loaded_cupti, unreadable, p2p, sigkill, informative, in_flight,
-                                          correlation_wrap, newer_layouts, flush_bounded, never_started,
+                                          correlation_wrap, layouts, older_cupti_refused, flush_bounded, never_started,
                                           gpu_check_dry)}
 
 if __name__ == "__main__":

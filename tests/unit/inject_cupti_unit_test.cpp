@@ -34,14 +34,29 @@ bool broken_clock(uint64_t*) { return false; }
 
 }  // namespace
 
-TEST_CASE("CUPTI versions: same major line only") {
-  CHECK(ti::cupti_version_compatible(130001, 130001));
-  CHECK(ti::cupti_version_compatible(130000, 130001));
-  CHECK(ti::cupti_version_compatible(130105, 130001));
-  CHECK_FALSE(ti::cupti_version_compatible(28, 130001));      // CUDA 12.9
-  CHECK_FALSE(ti::cupti_version_compatible(140000, 130001));  // a later major line
-  CHECK_FALSE(ti::cupti_version_compatible(0, 130001));
-  CHECK(ti::cupti_version_line(CUPTI_API_VERSION) >= 13);
+TEST_CASE("CUPTI versions: every release from CUDA 12.0 on is read, each field where it has it") {
+  CHECK_FALSE(ti::cupti_version_readable(18));  // CUDA 11.8
+  CHECK(ti::cupti_version_readable(19));        // 12.0
+  CHECK(ti::cupti_version_readable(22));        // 12.4
+  CHECK(ti::cupti_version_readable(28));        // 12.9 Update 1
+  CHECK(ti::cupti_version_readable(130001));
+  CHECK(ti::cupti_version_readable(130300));
+  CHECK_FALSE(ti::sync_record_has_return_value(24));
+  CHECK(ti::sync_record_has_return_value(26));
+  CHECK(ti::sync_record_has_return_value(130100));
+  char name[32];
+  ti::cupti_release_name(24, name, sizeof name);
+  CHECK(std::string(name) == "12.6");
+  ti::cupti_release_name(130100, name, sizeof name);
+  CHECK(std::string(name) == "13.1");
+  ti::cupti_release_name(18, name, sizeof name);
+  CHECK(std::string(name) == "before 12.0");
+  // The fields read from a 12.x record lie inside its shorter struct (cupti/activity.cpp).
+  CHECK(offsetof(CUpti_ActivityKernel10, graphId) + 4 <= 208);  // Kernel9
+  CHECK(offsetof(CUpti_ActivityMemcpy6, graphId) + 4 <= 88);    // Memcpy5
+  CHECK(offsetof(CUpti_ActivitySynchronization2, cudaEventId) + 4 <= 40);
+  CHECK(offsetof(CUpti_ActivityCudaEvent2, eventId) + 4 <= 24);
+  CHECK(offsetof(CUpti_ActivityMemory4, streamId) + 4 <= 120);  // Memory3
 }
 
 TEST_CASE("runtime API names lose CUPTI's version tag") {
@@ -205,26 +220,6 @@ TEST_CASE("correlation ids widened to 64 bits stay right across the 32-bit wrap"
   CHECK_FALSE(ti::correlation_reference_due(50, ti::kCorrelationBlock + 1));  // never backwards
 }
 
-TEST_CASE("record layouts: CUPTI 13.2 moves kernels, devices and contexts to newer structs") {
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130001) == nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130099) == nullptr);
-  // CUPTI 13.1 writes CUpti_ActivityKernel11 (release notes of CUDA 13.1).
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130100) != nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_KERNEL, 130100) != nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130000) == nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130105) == nullptr);
-  const ti::RecordLayout* device = ti::newer_record_layout(CUPTI_ACTIVITY_KIND_DEVICE, 130200);
-  REQUIRE(device != nullptr);
-  CHECK(std::string(device->compiled) == "CUpti_ActivityDevice5");
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONTEXT, 130301) != nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 130200) != nullptr);
-  CHECK(ti::newer_record_layout(CUPTI_ACTIVITY_KIND_MEMCPY, 130200) == nullptr);  // no known change
-  // The table's kinds are the header's.
-  CHECK(ti::kRecordLayouts[0].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  CHECK(ti::kRecordLayouts[1].kind == CUPTI_ACTIVITY_KIND_KERNEL);
-  CHECK(ti::kRecordLayouts[2].kind == CUPTI_ACTIVITY_KIND_DEVICE);
-  CHECK(ti::kRecordLayouts[3].kind == CUPTI_ACTIVITY_KIND_CONTEXT);
-}
 
 TEST_CASE("times mapped to a second client's clock (a TSC at 3 ticks per ns)") {
   const ti::ClockPair first{1000000000, 7000000000000ull + 3000000000ull};
