@@ -508,6 +508,14 @@ struct RunStats {
 struct Run {
   std::vector<RunInput> inputs; // empty unless several runs were merged into this one
   std::vector<std::string> command;
+  // Injection variables another tool held (Nsight Systems' CUDA_INJECTION64_PATH, say):
+  // torchprof left that side to it. Variable, library, the tool's name.
+  struct OutsideTool {
+    std::string variable;
+    std::string library;
+    std::string tool;
+  };
+  std::vector<OutsideTool> outside_tools;
   int exit_code = 0;
   std::string host;
   int64_t start_ns = 0;

@@ -42,6 +42,7 @@ void apply_run_info(const ScanResult& scan, Run& run) {
   if (info.end_ns != 0) run.end_ns = info.end_ns;
   run.exit_code = info.exit_code;
   run.warnings.insert(run.warnings.end(), info.warnings.begin(), info.warnings.end());
+  for (const RunInfo::OutsideTool& t : info.outside_tools) run.outside_tools.push_back({t.variable, t.library, t.tool});
 }
 
 void apply_identity(const ConnInput& conn, Process& proc) {

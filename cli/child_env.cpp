@@ -60,14 +60,60 @@ std::string python_path_value(const std::vector<std::string>& env, const std::st
   return dir + ":" + rest;
 }
 
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Sets an injection variable to our library unless it names another tool's.
+void set_injection(std::vector<std::string>& env, std::string_view key, const std::string& lib,
+                   std::vector<OutsideTool>* outside) {
+  const std::string* existing = find_var(env, key);
+  if (existing != nullptr) {
+    const std::string value = existing->substr(key.size() + 1);
+    if (!value.empty() && value != lib && base_name(value) != base_name(lib)) {
+      if (outside != nullptr) outside->push_back(OutsideTool{std::string(key), value, outside_tool_name(value)});
+      return;
+    }
+  }
+  set_var(env, key, lib);
+}
+
 }  // namespace
 
-std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
-                                         const ChildEnvSettings& settings) {
+std::string outside_tool_name(const std::string& path) {
+  const std::string base = base_name(path);
+  auto has = [&path](const char* part) { return path.find(part) != std::string::npos; };
+  if (base.rfind("libToolsInjection", 0) == 0 || has("nsight-systems") || has("/nsys")) return "Nsight Systems";
+  if (has("nsight-compute") || has("TreeLauncher") || has("/ncu")) return "Nsight Compute";
+  return base;
+}
+
+std::string outside_tools_line(const std::vector<OutsideTool>& outside) {
+  if (outside.empty()) return {};
+  bool cuda = false;
+  bool nvtx = false;
+  std::string names;
+  std::string variables;
+  for (const OutsideTool& t : outside) {
+    cuda = cuda || t.variable == "CUDA_INJECTION64_PATH";
+    nvtx = nvtx || t.variable == "NVTX_INJECTION64_PATH";
+    if (names.find(t.name) == std::string::npos) names += (names.empty() ? "" : " and ") + t.name;
+    variables += (variables.empty() ? "" : ", ") + t.variable + "=" + t.value;
+  }
+  std::string left = cuda && nvtx ? "CUDA, GPU and NVTX tracing" : cuda ? "CUDA and GPU tracing" : "NVTX ranges";
+  std::string kept = cuda && nvtx ? "torch's ops, Python steps and the processes"
+                     : cuda       ? "NVTX ranges, torch's ops and the processes"
+                                  : "torch's ops, CUDA, GPU and the processes";
+  return names + " holds the injection (" + variables + "): torchprof leaves " + left + " to it and records " + kept;
+}
+
+std::vector<std::string> build_child_env(const std::vector<std::string>& parent, const ChildEnvSettings& settings,
+                                         std::vector<OutsideTool>* outside) {
   std::vector<std::string> env = parent;
   set_var(env, "LD_PRELOAD", preload_value(env, settings.inject_lib));
-  set_var(env, "NVTX_INJECTION64_PATH", settings.inject_lib);
-  set_var(env, "CUDA_INJECTION64_PATH", settings.inject_lib);
+  set_injection(env, "NVTX_INJECTION64_PATH", settings.inject_lib, outside);
+  set_injection(env, "CUDA_INJECTION64_PATH", settings.inject_lib, outside);
   set_var(env, env::kLib, settings.inject_lib);
   set_var(env, env::kSocket, settings.socket_path);
   if (!settings.log_level.empty()) set_var(env, env::kLogLevel, settings.log_level);

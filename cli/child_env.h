@@ -17,12 +17,27 @@ struct ChildEnvSettings {
   bool paused = false;      // TORCHPROF_PAUSED=1: the processes start with recording off
 };
 
+// An injection variable another tool set (nsys, ncu, a CUPTI tool): left as it is.
+struct OutsideTool {
+  std::string variable;  // CUDA_INJECTION64_PATH or NVTX_INJECTION64_PATH
+  std::string value;     // the library it names
+  std::string name;      // "Nsight Systems", "Nsight Compute", or the library's file name
+};
+
+// The tool a library path belongs to, as a person would name it.
+std::string outside_tool_name(const std::string& path);
+
 // `parent` (KEY=VALUE entries, as in environ) with the injection variables set:
 // LD_PRELOAD gets the library prepended to what is there, NVTX_INJECTION64_PATH and
 // CUDA_INJECTION64_PATH name it, TORCHPROF_* carry the socket and the settings;
 // for Python targets PYTHONPATH gets the bootstrap directory in front of the user's.
-std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
-                                         const ChildEnvSettings& settings);
+// An injection variable that already names another tool's library is kept: that tool
+// keeps CUDA's (or NVTX's) injection, and it is listed in `outside` when given.
+std::vector<std::string> build_child_env(const std::vector<std::string>& parent, const ChildEnvSettings& settings,
+                                         std::vector<OutsideTool>* outside = nullptr);
+
+// The one line that says which tool keeps which injection, and what torchprof still records.
+std::string outside_tools_line(const std::vector<OutsideTool>& outside);
 
 // This process's environment as KEY=VALUE entries.
 std::vector<std::string> current_environment();

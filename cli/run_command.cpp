@@ -129,7 +129,12 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
                             options.output.worker_name, python_bootstrap_for(options, program),
                             options.trace, pytorch_ops_setting(options)};
   settings.paused = options.paused || signal_toggles(options);
-  const std::vector<std::string> env = build_child_env(current_environment(), settings);
+  std::vector<OutsideTool> outside;
+  const std::vector<std::string> env = build_child_env(current_environment(), settings, &outside);
+  if (const std::string line = outside_tools_line(outside); !line.empty()) {
+    log().warn("{}", line);
+    writer.append_text(capture::ChunkType::kRunInfo, 0, outside_tools_json(outside));
+  }
   if (const int err = target.spawn(program, options.command, env); err != 0) {
     std::cerr << "torchprof: " << options.command[0] << ": " << std::strerror(err) << "\n";
   }

@@ -30,6 +30,12 @@ std::string run_info_json(const RunInfo& info, const OutputOptions& options) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string outside_tools_json(const std::vector<OutsideTool>& outside) {
+  nlohmann::json tools = nlohmann::json::array();
+  for (const OutsideTool& t : outside) tools.push_back({{"variable", t.variable}, {"library", t.value}, {"tool", t.name}});
+  return nlohmann::json{{"outside_tools", tools}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string run_end_json(const TargetStatus& status, int64_t end_real_ns, uint32_t connections, int pid) {
   nlohmann::json j;
   j["pid"] = pid;

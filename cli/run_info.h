@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/child_env.h"
 #include "cli/target_process.h"
 #include "pipeline/outputs.h"
 
@@ -24,6 +25,10 @@ struct RunInfo {
 //  "version":…,"options":{"output":…,"schedule":…,"step_marker":…,"worker_name":…,
 //  "gzip":…,"sort":…,"row_limit":…}}
 std::string run_info_json(const RunInfo& info, const OutputOptions& options);
+
+// {"outside_tools":[{"variable":…,"library":…,"tool":…}]}: another run-information chunk,
+// for the injection variables another tool holds (child_env.h).
+std::string outside_tools_json(const std::vector<OutsideTool>& outside);
 
 // {"exit_code":N,"signal":null|N,"end_real_ns":…,"connections":N}; exit_code is 128+N
 // for a target killed by signal N, as the launcher's own exit code.

@@ -407,6 +407,10 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["gpu_incomplete_records"] = incomplete;
   j["gpu_unreadable_bytes"] = unreadable;
   j["gpu_notices"] = run.gpu_notices;
+  j["outside_tools"] = Json::array();
+  for (const Run::OutsideTool& t : run.outside_tools) {
+    j["outside_tools"].push_back({{"variable", t.variable}, {"library", t.library}, {"tool", t.tool}});
+  }
   j["gpu"] = gpu_json(run);
   j["memory"] = memory_json(run);
   j["overview"] = overview_json(overview != nullptr ? *overview : compute_overview(run));

@@ -82,6 +82,12 @@ void apply_run_json(const Chunk& chunk, RunInfo& run) {
   }
   if (auto e = json_get<int64_t>(j, {"end_ns", "end_real_ns", "end_time_ns"})) run.end_ns = *e;
   if (auto code = json_get<int>(j, {"exit_code"})) run.exit_code = *code;
+  if (auto tools = j.find("outside_tools"); tools != j.end() && tools->is_array()) {
+    for (const nlohmann::json& t : *tools) {
+      if (!t.is_object()) continue;
+      run.outside_tools.push_back({t.value("variable", ""), t.value("library", ""), t.value("tool", "")});
+    }
+  }
 }
 
 void note_launcher_view(const Chunk& chunk, ScanResult& scan) {

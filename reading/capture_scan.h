@@ -44,6 +44,13 @@ struct RunInfo {
   int64_t end_ns = 0;
   int exit_code = 0;
   std::vector<std::string> warnings;  // notes and what could not be read, in file order
+  // Injection variables another tool held (nsys, ncu): variable, library, tool's name.
+  struct OutsideTool {
+    std::string variable;
+    std::string library;
+    std::string tool;
+  };
+  std::vector<OutsideTool> outside_tools;
 };
 
 struct ScanResult {

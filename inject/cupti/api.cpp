@@ -1,7 +1,9 @@
 #include "inject/cupti/api.h"
 
 #include <dlfcn.h>
+#include <glob.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 
 #include "common/wire/env.h"
 #include "inject/config.h"
+#include "inject/cupti/search.h"
 #include "inject/cupti/support.h"
 
 namespace torchprof::inject {
@@ -58,6 +61,29 @@ void* open_loaded(const char** used) {
 #define TORCHPROF_CUPTI_BUILD_PATH ""
 #endif
 
+// The loaded libcudart and libtorch, which say where the program's CUDA lives.
+struct LoadedCuda {
+  char cudart[512] = {};
+  char torch[512] = {};
+};
+
+int find_loaded_cuda(dl_phdr_info* info, size_t, void* data) {
+  auto* found = static_cast<LoadedCuda*>(data);
+  if (info->dlpi_name == nullptr || info->dlpi_name[0] != '/') return 0;
+  const char* base = base_name(info->dlpi_name);
+  if (found->cudart[0] == '\0' && strncmp(base, "libcudart.so.", 13) == 0) {
+    snprintf(found->cudart, sizeof found->cudart, "%s", info->dlpi_name);
+  }
+  if (strcmp(base, "libtorch_cuda.so") == 0 || (found->torch[0] == '\0' && strcmp(base, "libtorch.so") == 0)) {
+    snprintf(found->torch, sizeof found->torch, "%s", info->dlpi_name);
+  }
+  return 0;
+}
+
+bool file_exists(const char* path) { return access(path, R_OK) == 0; }
+
+char g_candidates[kCuptiCandidatesMax][kCuptiPathMax];
+
 // RTLD_LOCAL: CUPTI's symbols stay out of the program's namespace.
 void* open_library(const char** used) {
   if (void* loaded = open_loaded(used)) return loaded;
@@ -66,12 +92,34 @@ void* open_library(const char** used) {
     *used = from_env;  // an explicit choice is not second-guessed with fallbacks
     return dlopen(from_env, RTLD_NOW | RTLD_LOCAL);
   }
-  static constexpr const char* kCandidates[] = {TORCHPROF_CUPTI_BUILD_PATH, "libcupti.so.13", "libcupti.so"};
-  for (const char* path : kCandidates) {
-    if (*path == '\0') continue;
-    *used = path;
-    if (void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL)) return handle;
+  LoadedCuda cuda;
+  dl_iterate_phdr(&find_loaded_cuda, &cuda);
+  CuptiSearchInputs in;
+  in.cudart = cuda.cudart[0] != '\0' ? cuda.cudart : nullptr;
+  in.torch_lib = cuda.torch[0] != '\0' ? cuda.torch : nullptr;
+  in.build_path = TORCHPROF_CUPTI_BUILD_PATH[0] != '\0' ? TORCHPROF_CUPTI_BUILD_PATH : nullptr;
+  in.exists = &file_exists;
+  glob_t sites{};
+  const char* venv = getenv("VIRTUAL_ENV");
+  if (venv != nullptr && venv[0] == '/') {
+    char pattern[kCuptiPathMax];
+    snprintf(pattern, sizeof pattern, "%s/lib/python3*/site-packages", venv);
+    if (glob(pattern, 0, nullptr, &sites) == 0) {
+      in.virtual_env = venv;
+      in.site_packages = sites.gl_pathv;
+      in.site_packages_count = sites.gl_pathc;
+    }
   }
+  const size_t count = cupti_search_paths(in, g_candidates, kCuptiCandidatesMax);
+  globfree(&sites);
+  for (size_t i = 0; i < count; ++i) {
+    *used = g_candidates[i];
+    if (void* handle = dlopen(g_candidates[i], RTLD_NOW | RTLD_LOCAL)) {
+      notice(LogLevel::kDebug, "libcupti: %s (candidate %zu of %zu)", g_candidates[i], i + 1, count);
+      return handle;
+    }
+  }
+  if (count > 0) *used = g_candidates[count - 1];
   return nullptr;
 }
 

@@ -444,6 +444,8 @@ bool executable_has_device_code() {
 void cupti_process_exiting() {
   const Config& c = config();
   if (!c.active || !(c.trace_cuda || c.trace_gpu || c.trace_memory)) return;
+  // Another tool holds CUDA's injection (the launcher said so): it, not we, was started.
+  if (!c.cuda_injection_ours) return;
   if (g_started.load(std::memory_order_relaxed) || g_forked.load(std::memory_order_relaxed)) return;
   CudaLibraries libs;
   dl_iterate_phdr(&find_cuda_libraries, &libs);

@@ -152,11 +152,14 @@ uint32_t launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* 
 using InitializeInjectionFn = int (*)();
 
 InitializeInjectionFn find_injection() {
-  // The driver loads CUDA_INJECTION64_PATH itself; a preloaded tool is found globally.
+  // The driver loads CUDA_INJECTION64_PATH itself and calls that library's entry point
+  // only: another tool's path that does not load means no injection at all. Unset, a
+  // test's preloaded tool is found globally.
   if (const char* path = std::getenv("CUDA_INJECTION64_PATH"); path != nullptr && path[0] != '\0') {
     if (void* handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
       if (void* symbol = dlsym(handle, "InitializeInjection")) return reinterpret_cast<InitializeInjectionFn>(symbol);
     }
+    return nullptr;
   }
   return reinterpret_cast<InitializeInjectionFn>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
 }

@@ -250,6 +250,36 @@ def older_cupti_refused():
     check_eq(gf.nvtx_row(summary, "train")["calls"], 1, "NVTX ranges still recorded")
 
 
+NSYS_INJECTION = "/opt/nvidia/nsight-systems/2025.3.1/target-linux-x64/libToolsInjection64.so"
+
+
+def outside_tool():
+    """Another tool outside holds CUDA's injection (nsys profile torchprof-run …): torchprof
+    leaves its variable alone (the program sees nsys's value), says so in one line naming the
+    tool, and still records the NVTX ranges; no line about GPU tracing never starting."""
+    env = dict(os.environ, CUDA_INJECTION64_PATH=NSYS_INJECTION)
+    out_dir = os.path.join(tp.fresh_dir("outside"), "out")
+    probe = tp.run_tool(["-o", out_dir, "--", "/usr/bin/python3", "-c",
+                         "import os; print('CUDA=' + os.environ.get('CUDA_INJECTION64_PATH', ''));"
+                         " print('NVTX=' + os.environ.get('NVTX_INJECTION64_PATH', ''))"], env=env)
+    probe.out_dir = out_dir
+    check_eq(probe.rc, 0, f"exit code ({probe.describe()})")
+    check(f"CUDA={NSYS_INJECTION}" in probe.stdout.decode(), f"the program's CUDA_INJECTION64_PATH: {probe.stdout.decode()}")
+    check("NVTX=" + tp.lib_path("libtorchprof_inject.so") in probe.stdout.decode() or
+          "libtorchprof_inject.so" in probe.stdout.decode(), f"NVTX's injection stays torchprof's: {probe.stdout.decode()}")
+    lines = [line for line in probe.stderr_text.splitlines() if "holds the injection" in line]
+    check(len(lines) == 1 and lines[0].startswith("torchprof: warning: Nsight Systems holds the injection")
+          and "CUDA_INJECTION64_PATH=" + NSYS_INJECTION in lines[0], f"the line about nsys: {lines}")
+    check_eq(probe.summary["outside_tools"],
+             [{"variable": "CUDA_INJECTION64_PATH", "library": NSYS_INJECTION, "tool": "Nsight Systems"}],
+             "summary.json outside_tools")
+    result = run_workload("nested", {"CUDA_INJECTION64_PATH": NSYS_INJECTION})
+    check_eq(result.rc, 0, f"exit code ({result.describe()})")
+    check_eq(gf.nvtx_row(result.summary, "train")["calls"], 1, "NVTX ranges still recorded")
+    check_eq(gf.ops_of_kind(result.summary, "kernel", "memcpy", "memset"), [], "GPU rows (nsys has CUDA)")
+    check("never started" not in result.stderr_text, f"a line about GPU tracing never starting: {result.stderr_text}")
+
+
 def flush_bounded():
     """A flush that takes 3 s (CUPTI waiting on the device) holds the program's
     cudaProfilerStop and cudaDeviceReset a bounded time only."""
@@ -360,7 +390,7 @@ def gpu_check_dry():
 
 SCENARIO_FUNCS = {f.__name__: f for f in (second_client, second_client_periodic, second_client_twice, second_client_direct, incomplete, profiler_stop_queued,
                                           loaded_cupti, unreadable, p2p, sigkill, informative, in_flight,
-                                          correlation_wrap, layouts, older_cupti_refused, flush_bounded, never_started,
+                                          correlation_wrap, layouts, older_cupti_refused, outside_tool, flush_bounded, never_started,
                                           gpu_check_dry)}
 
 if __name__ == "__main__":

@@ -55,12 +55,13 @@ TEST_CASE("child env: our library goes in front of an existing LD_PRELOAD, once"
         kSettings.inject_lib);
 }
 
-TEST_CASE("child env: stale values are replaced, settings passed when given") {
+TEST_CASE("child env: stale values (an older torchprof's library too) are replaced, settings passed when given") {
   ChildEnvSettings settings = kSettings;
   settings.log_level = "debug";
   settings.worker_name = "trainer0";
   const std::vector<std::string> env = build_child_env(
-      {"TORCHPROF_SOCKET=/old/sock", "NVTX_INJECTION64_PATH=/other.so", "TORCHPROF_LOG_LEVEL=off"},
+      {"TORCHPROF_SOCKET=/old/sock", "NVTX_INJECTION64_PATH=/old/prefix/lib/libtorchprof_inject.so",
+       "TORCHPROF_LOG_LEVEL=off"},
       settings);
   CHECK(value_of(env, "TORCHPROF_SOCKET") == settings.socket_path);
   CHECK(value_of(env, "NVTX_INJECTION64_PATH") == settings.inject_lib);
@@ -74,6 +75,42 @@ TEST_CASE("child env: PyTorch op capture travels as TORCHPROF_PYTORCH_OPS when a
   settings.pytorch_ops = "ops,shapes,stack";
   CHECK(value_of(build_child_env({"TORCHPROF_PYTORCH_OPS=ops"}, settings), "TORCHPROF_PYTORCH_OPS") ==
         "ops,shapes,stack");
+}
+
+
+TEST_CASE("child env: another tool's injection is kept, named, and said in one line") {
+  const std::string nsys = "/opt/nvidia/nsight-systems/2025.3.1/target-linux-x64/libToolsInjection64.so";
+  std::vector<OutsideTool> outside;
+  std::vector<std::string> env = build_child_env(
+      {"CUDA_INJECTION64_PATH=" + nsys, "NVTX_INJECTION64_PATH=" + nsys, "LD_PRELOAD=/opt/nsys/libpreload.so"},
+      kSettings, &outside);
+  CHECK(value_of(env, "CUDA_INJECTION64_PATH") == nsys);
+  CHECK(value_of(env, "NVTX_INJECTION64_PATH") == nsys);
+  CHECK(value_of(env, "LD_PRELOAD") == kSettings.inject_lib + ":/opt/nsys/libpreload.so");
+  REQUIRE(outside.size() == 2);
+  CHECK(outside[0].name == "Nsight Systems");
+  const std::string line = outside_tools_line(outside);
+  CHECK(line.find("Nsight Systems holds the injection") == 0);
+  CHECK(line.find("Nsight Systems and") == std::string::npos);  // named once
+  CHECK(line.find("CUDA, GPU and NVTX tracing") != std::string::npos);
+
+  // Only CUDA's taken (a CUPTI tool of the user's): NVTX stays ours.
+  outside.clear();
+  env = build_child_env({"CUDA_INJECTION64_PATH=/home/u/libmytool.so"}, kSettings, &outside);
+  CHECK(value_of(env, "CUDA_INJECTION64_PATH") == "/home/u/libmytool.so");
+  CHECK(value_of(env, "NVTX_INJECTION64_PATH") == kSettings.inject_lib);
+  REQUIRE(outside.size() == 1);
+  CHECK(outside[0].name == "libmytool.so");
+  CHECK(outside_tools_line(outside).find("leaves CUDA and GPU tracing to it and records NVTX ranges") !=
+        std::string::npos);
+
+  // Ours already (a nested run, or a scrubbed environment restored) or empty: no other tool.
+  outside.clear();
+  build_child_env({"CUDA_INJECTION64_PATH=" + kSettings.inject_lib, "NVTX_INJECTION64_PATH="}, kSettings, &outside);
+  CHECK(outside.empty());
+  CHECK(outside_tools_line(outside).empty());
+  CHECK(outside_tool_name("/usr/local/NVIDIA-Nsight-Compute/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so") ==
+        "Nsight Compute");
 }
 
 }  // namespace torchprof::cli

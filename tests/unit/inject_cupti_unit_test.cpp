@@ -6,9 +6,11 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "inject/cupti/api.h"
 #include "inject/cupti/cbids.h"
+#include "inject/cupti/search.h"
 #include "inject/cupti/support.h"
 #include "inject/recorder.h"
 #include "inject/thread_buffer.h"
@@ -254,4 +256,85 @@ TEST_CASE("shared buffers: a header only this process writes, records after thei
   CHECK(record == buffer + 56);
   CHECK_FALSE(ti::next_shared_record(buffer, valid, &record));
   CHECK_FALSE(ti::next_shared_record(buffer, 60, &(record = buffer + 24)));  // a length past the end
+}
+
+namespace {
+
+// Files that "exist" for the search below.
+const char* const* g_files = nullptr;
+bool listed(const char* path) {
+  for (const char* const* f = g_files; *f != nullptr; ++f) {
+    if (strcmp(*f, path) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> search(const ti::CuptiSearchInputs& in) {
+  static char out[ti::kCuptiCandidatesMax][ti::kCuptiPathMax];
+  const size_t n = ti::cupti_search_paths(in, out, ti::kCuptiCandidatesMax);
+  return std::vector<std::string>(out, out + n);
+}
+
+}  // namespace
+
+TEST_CASE("libcupti search: the CUPTI of the program's CUDA first, the build's next, sonames last") {
+  SUBCASE("a CUDA 12 wheel's runtime: its cuda_cupti package, before a CUDA 13 build's CUPTI") {
+    static const char* const files[] = {"/v/site/nvidia/cuda_runtime/lib/../../cuda_cupti/lib/libcupti.so.12",
+                                        "/opt/cuda-13/lib64/libcupti.so.13", nullptr};
+    g_files = files;
+    ti::CuptiSearchInputs in;
+    in.cudart = "/v/site/nvidia/cuda_runtime/lib/libcudart.so.12";
+    in.build_path = "/opt/cuda-13/lib64/libcupti.so.13";
+    in.exists = &listed;
+    const auto got = search(in);
+    REQUIRE(got.size() == 5);
+    CHECK(got[0] == files[0]);
+    CHECK(got[1] == "libcupti.so.12");
+    CHECK(got[2] == files[1]);  // another major version: after every CUDA 12 choice
+    CHECK(got[3] == "libcupti.so.13");
+    CHECK(got[4] == "libcupti.so");
+  }
+  SUBCASE("a toolkit's runtime: CUPTI beside it, or in extras/CUPTI/lib64 from targets/<arch>/lib") {
+    static const char* const files[] = {"/usr/local/cuda-13.1/targets/x86_64-linux/lib/../../../extras/CUPTI/lib64/"
+                                        "libcupti.so.13",
+                                        "/b/libcupti.so", nullptr};
+    g_files = files;
+    ti::CuptiSearchInputs in;
+    in.cudart = "/usr/local/cuda-13.1/targets/x86_64-linux/lib/libcudart.so.13.1.80";
+    in.build_path = "/b/libcupti.so";
+    in.exists = &listed;
+    const auto got = search(in);
+    REQUIRE(got.size() == 5);
+    CHECK(got[0] == files[0]);
+    CHECK(got[1] == "/b/libcupti.so");  // no version in its name: taken as the program's
+    CHECK(got[2] == "libcupti.so.13");
+    CHECK(got[3] == "libcupti.so.12");
+  }
+  SUBCASE("torch's wheel without a loaded runtime: CUDA 13's nvidia/cu13/lib before CUDA 12's; the venv's once") {
+    static const char* const files[] = {"/venv/lib/python3.12/site-packages/torch/lib/../../nvidia/cu13/lib/libcupti.so.13",
+                                        "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13",
+                                        "/venv/lib/python3.12/site-packages/nvidia/cuda_cupti/lib/libcupti.so.12",
+                                        nullptr};
+    g_files = files;
+    static const char* const sites[] = {"/venv/lib/python3.12/site-packages"};
+    ti::CuptiSearchInputs in;
+    in.torch_lib = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so";
+    in.virtual_env = "/venv";
+    in.site_packages = sites;
+    in.site_packages_count = 1;
+    in.exists = &listed;
+    const auto got = search(in);
+    REQUIRE(got.size() == 6);
+    CHECK(got[0] == files[0]);
+    CHECK(got[1] == files[1]);
+    CHECK(got[2] == files[2]);
+    CHECK(got[3] == "libcupti.so.13");
+  }
+  SUBCASE("nothing known and nothing there: the sonames alone, 13 first") {
+    static const char* const files[] = {nullptr};
+    g_files = files;
+    ti::CuptiSearchInputs in;
+    in.exists = &listed;
+    CHECK(search(in) == std::vector<std::string>{"libcupti.so.13", "libcupti.so.12", "libcupti.so"});
+  }
 }
