@@ -317,6 +317,7 @@ Run analyse_capture(CaptureReader& reader, const AnalysisOptions& options, const
   apply_launcher_view(run, scanned);
   finish_run(run, states, outputs);
   list_unheard_target(run, scanned);
+  assign_roles(run);
   return run;
 }
 

@@ -359,6 +359,10 @@ struct Process {
   std::vector<std::vector<std::string>> earlier_images;
   std::string host;
   std::string worker;         // "<host>_<pid>" unless named otherwise
+  // What the process is in the tree (assign_roles): "python", "compile worker" (torch
+  // inductor's), "python fork" (a copy of a Python process that did not exec: DataLoader
+  // and multiprocessing workers), "shell", or "program".
+  std::string role;
   std::optional<int> rank;
   std::optional<int> world_size;  // WORLD_SIZE / SLURM_NTASKS / OMPI_COMM_WORLD_SIZE
   std::optional<int> local_rank;  // LOCAL_RANK / SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK

@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
+#include <map>
+#include <set>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "common/python_program.h"
 
 namespace torchprof {
 
@@ -214,6 +219,49 @@ void note_buffer_losses(Process& proc) {
   proc.loss_note = std::string("buffer cap of ") + cap + " reached at " + when + " into the process";
   proc.warnings.push_back(proc.loss_note +
                           "; events were dropped while the buffers were full (TORCHPROF_BUFFER_LIMIT raises the cap)");
+}
+
+namespace {
+
+std::string base_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool runs_python(const Process& p) {
+  const std::string exe = base_of(p.exe);
+  const std::string arg0 = p.cmdline.empty() ? std::string() : base_of(p.cmdline.front());
+  return python_program::is_python_name(exe.data(), exe.size()) ||
+         python_program::is_python_name(arg0.data(), arg0.size());
+}
+
+bool has_arg_part(const Process& p, std::string_view part) {
+  return std::any_of(p.cmdline.begin(), p.cmdline.end(),
+                     [&](const std::string& a) { return a.find(part) != std::string::npos; });
+}
+
+}  // namespace
+
+void assign_roles(Run& run) {
+  static const std::set<std::string> kShells = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"};
+  std::map<std::pair<int, std::string>, const Process*> by_pid;
+  for (const Process& p : run.processes) by_pid[{p.pid, p.host}] = &p;
+  for (Process& p : run.processes) {
+    const auto parent = by_pid.find({p.ppid, p.host});
+    const bool copy = parent != by_pid.end() && parent->second != &p && parent->second->cmdline == p.cmdline &&
+                      parent->second->exe == p.exe;
+    if (runs_python(p)) {
+      if (has_arg_part(p, "compile_worker")) {
+        p.role = "compile worker";
+      } else {
+        p.role = copy ? "python fork" : "python";
+      }
+    } else if (kShells.contains(base_of(p.exe)) || (!p.cmdline.empty() && kShells.contains(base_of(p.cmdline[0])))) {
+      p.role = "shell";
+    } else {
+      p.role = "program";
+    }
+  }
 }
 
 }  // namespace torchprof

@@ -61,5 +61,7 @@ void apply_launcher_view(Run& run, const ScanResult& scan);
 // A target the launcher saw die of a signal before anything of it reached the collector
 // (no Hello: killed before its first flush) is listed from the launcher's account alone.
 void list_unheard_target(Run& run, const ScanResult& scan);
+// Each process's role (Process::role) from its program, its command line and its parent's.
+void assign_roles(Run& run);
 
 }  // namespace torchprof

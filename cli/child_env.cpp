@@ -23,6 +23,10 @@ void set_var(std::vector<std::string>& env, std::string_view key, const std::str
   env.push_back(entry);
 }
 
+void unset_var(std::vector<std::string>& env, std::string_view key) {
+  std::erase_if(env, [key](const std::string& e) { return e.size() > key.size() && e[key.size()] == '=' && e.starts_with(key); });
+}
+
 const std::string* find_var(const std::vector<std::string>& env, std::string_view key) {
   for (const std::string& e : env) {
     if (key_of(e) == key && e.size() > key.size()) return &e;
@@ -119,6 +123,11 @@ std::vector<std::string> build_child_env(const std::vector<std::string>& parent,
   if (!settings.log_level.empty()) set_var(env, env::kLogLevel, settings.log_level);
   if (!settings.worker_name.empty()) set_var(env, env::kWorkerName, settings.worker_name);
   if (!settings.python_path.empty()) set_var(env, "PYTHONPATH", python_path_value(env, settings.python_path));
+  if (settings.python_bootstrap.empty()) {
+    unset_var(env, env::kPython);
+  } else {
+    set_var(env, env::kPython, settings.python_bootstrap);
+  }
   if (!settings.trace.empty()) set_var(env, env::kTrace, settings.trace);
   if (!settings.pytorch_ops.empty()) set_var(env, env::kPytorchOps, settings.pytorch_ops);
   if (settings.paused) set_var(env, env::kPaused, "1");

@@ -84,11 +84,18 @@ void wait_for_stragglers(TargetProcess& target, Server& server) {
   }
 }
 
-// The bootstrap directory to put on PYTHONPATH, or "" when the target is not Python.
-std::string python_bootstrap_for(const RunOptions& options, const std::string& program) {
-  if (options.no_python || (!options.python && !is_python_program(program))) return "";
+// The bootstrap directory, or "" with --no-python (or when it is missing).
+std::string python_bootstrap_dir(const RunOptions& options) {
+  if (options.no_python) return "";
   std::string dir = find_python_bootstrap();
   if (dir.empty()) log().warn("share/torchprof/python is missing: no automatic steps for Python");
+  return dir;
+}
+
+// The bootstrap directory to put on the target's own PYTHONPATH, or "" when the target
+// is not Python (its Python descendants get it when they are exec'd).
+std::string python_path_for(const RunOptions& options, const std::string& program, const std::string& dir) {
+  if (dir.empty() || (!options.python && !is_python_program(program))) return "";
   return dir;
 }
 
@@ -125,9 +132,10 @@ Profiled profile_target(const RunOptions& options, const std::string& program,
   } catch (const std::exception& e) {
     log().warn("no capture control for this run: {}", e.what());
   }
+  const std::string bootstrap = python_bootstrap_dir(options);
   ChildEnvSettings settings{lib, server.socket_path(), child_log_level(options.common),
-                            options.output.worker_name, python_bootstrap_for(options, program),
-                            options.trace, pytorch_ops_setting(options)};
+                            options.output.worker_name, python_path_for(options, program, bootstrap),
+                            bootstrap, options.trace, pytorch_ops_setting(options)};
   settings.paused = options.paused || signal_toggles(options);
   std::vector<OutsideTool> outside;
   const std::vector<std::string> env = build_child_env(current_environment(), settings, &outside);

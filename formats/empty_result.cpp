@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "analysis/schedule.h"
+#include "common/python_program.h"
 #include "common/text.h"
 
 namespace torchprof {
@@ -15,20 +16,28 @@ std::string plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+bool is_python_path(const std::string& path) {
+  const std::string base = std::filesystem::path(path).filename().string();
+  return python_program::is_python_name(base.data(), base.size()) || base.ends_with(".py");
+}
+
+bool is_python_process(const Process& p) {
+  return is_python_path(p.exe) || (!p.cmdline.empty() && is_python_path(p.cmdline.front()));
+}
+
+size_t python_processes(const Run& run) {
+  return static_cast<size_t>(std::count_if(run.processes.begin(), run.processes.end(), is_python_process));
+}
+
 bool looks_like_python(const Run& run) {
-  auto python = [](const std::string& path) {
-    const std::string base = std::filesystem::path(path).filename().string();
-    return base.starts_with("python") || base.ends_with(".py");
-  };
-  if (std::any_of(run.command.begin(), run.command.end(), python)) return true;
-  return std::any_of(run.processes.begin(), run.processes.end(), [&](const Process& p) { return python(p.exe); });
+  if (std::any_of(run.command.begin(), run.command.end(), is_python_path)) return true;
+  return python_processes(run) > 0;
 }
 
 std::string what_to_do(const Run& run) {
   if (looks_like_python(run)) {
-    return "torchprof records ranges, not every function: put `with torchprof.range(\"name\"):` (or "
-           "@torchprof.range(\"name\")) around the code to measure, or run with --pytorch-ops to record "
-           "torch's operators";
+    return "torchprof records ranges, not every function: run with --pytorch-ops to record torch's operators, "
+           "or put `with torchprof.range(\"name\"):` (or @torchprof.range(\"name\")) around the code to measure";
   }
   return "torchprof records NVTX ranges, CUDA API calls and GPU work: mark the code to measure with "
          "nvtxRangePushA(\"name\") ... nvtxRangePop() (NVTX v3, header-only)";
@@ -52,8 +61,11 @@ std::string what_was_seen(const Run& run) {
   if (run.processes.empty()) {
     return text + "; none of its processes made an NVTX range, a CUDA call or a PyTorch op";
   }
-  return text + "; " + plural(run.processes.size(), "process", "processes") + " recorded " +
-         plural(events, "event", "events");
+  const size_t python = python_processes(run);
+  std::string processes = plural(run.processes.size(), "process", "processes");
+  if (python > 0) processes += " (" + std::to_string(python) + " Python)";
+  if (events == 0) return text + "; its " + processes + " made no NVTX range, CUDA call or PyTorch op";
+  return text + "; " + processes + " recorded " + plural(events, "event", "events");
 }
 
 size_t most_steps(const Run& run) {
@@ -98,15 +110,17 @@ std::vector<std::string> explain_empty_result(const Run& run, const EmptyResultC
     lines.push_back(line);
     return lines;
   }
-  lines.push_back("nothing was recorded: " + what_was_seen(run));
+  // One line: what ran, and what to try.
+  std::string line = "nothing was recorded: " + what_was_seen(run) + "; ";
   const bool ranged = !context.capture_range.empty() && context.capture_range != "none";
   if (ranged && !run.processes.empty()) {
-    lines.push_back("--capture-range " + context.capture_range + ": none of it fell inside the capture range");
+    line += "--capture-range " + context.capture_range + ": none of it fell inside the capture range";
   } else if (any_capture_window(run)) {
-    lines.push_back("recording was off the whole run: torchprof start or trigger switches it on");
+    line += "recording was off the whole run: torchprof start or trigger switches it on";
   } else {
-    lines.push_back(what_to_do(run));
+    line += what_to_do(run);
   }
+  lines.push_back(line);
   return lines;
 }
 

@@ -47,6 +47,7 @@ Json process_json(const Process& p) {
           {"ppid", p.ppid},
           {"exe", p.exe},
           {"worker", p.worker},
+          {"role", p.role},
           {"rank", optional_value(p.rank)},
           {"local_rank", optional_value(p.local_rank)},
           {"world_size", optional_value(p.world_size)},

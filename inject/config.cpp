@@ -144,6 +144,9 @@ void load_config() {
   c.socket_path = strdup(sock);
   const char* lib = getenv(env::kLib);
   c.lib_path = (lib != nullptr && *lib != '\0') ? strdup(lib) : nullptr;
+  const char* python = getenv(env::kPython);
+  c.python_dir = (python != nullptr && *python == '/') ? strdup(python) : nullptr;
+  c.python_dir_len = c.python_dir != nullptr ? strlen(c.python_dir) : 0;
   c.buffer_kb = read_u32(env::kBufferKb, 1024, 16, 1u << 20);
   // A thread asked to have more than half the default cap: room for it twice over.
   c.buffer_limit = std::max(kDefaultBufferLimit, uint64_t{c.buffer_kb} << 11);

@@ -2,6 +2,7 @@
 // (common/wire/env.h) when the library is loaded, plus the one-line stderr notice.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace torchprof::inject {
@@ -24,6 +25,8 @@ struct Config {
   bool active = false;              // TORCHPROF_SOCKET set
   const char* socket_path = nullptr;
   const char* lib_path = nullptr;   // TORCHPROF_LIB
+  const char* python_dir = nullptr; // TORCHPROF_PYTHON: the bootstrap, for exec'd Python
+  size_t python_dir_len = 0;
   LogLevel log_level = LogLevel::kWarn;
   uint32_t buffer_kb = 1024;
   uint64_t buffer_limit = kDefaultBufferLimit;  // TORCHPROF_BUFFER_LIMIT, bytes

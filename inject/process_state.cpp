@@ -13,6 +13,7 @@
 #include "inject/capture_control.h"
 #include "inject/clock.h"
 #include "inject/config.h"
+#include "inject/connection.h"
 #include "inject/flusher.h"
 #include "inject/recorder.h"
 #include "inject/registry.h"
@@ -30,6 +31,25 @@ pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
 bool g_forked = false;  // this process is a fork child of a profiled process
+// The pid the library was loaded (or last forked) into: a vfork child, which shares
+// our memory and ran no fork handler, has another.
+int g_own_pid = 0;
+std::atomic<bool> g_goodbye_said{false};
+
+// A process that recorded nothing still ran: one short connection at its end (Hello,
+// then Bye) has the collector count it, with its command line, for a cost of one
+// round trip per process. Not for an exec (the new image says its own goodbye) nor a
+// vfork child.
+void goodbye_without_events(wire::ExitKind kind, int status) {
+  if (!config().active || kind == wire::ExitKind::kExec) return;
+  if (static_cast<int>(syscall(SYS_getpid)) != g_own_pid) return;
+  if (g_goodbye_said.exchange(true)) return;
+  Connection conn;
+  if (!conn.ensure(config(), now_ns())) return;
+  wire::Bye bye{static_cast<int32_t>(kind), status, 0, 0, now_ns()};
+  conn.send_bye(bye);
+  conn.reset();
+}
 
 // pthread key destructors run at thread exit after C++ thread_local destructors,
 // so NVTX calls made from those are still recorded.
@@ -64,6 +84,8 @@ void fork_child() {
   capture::fork_child();
   pthread_mutex_init(&g_init_mu, nullptr);
   g_forked = true;
+  g_own_pid = static_cast<int>(syscall(SYS_getpid));
+  g_goodbye_said.store(false);
   g_state.store(nullptr, std::memory_order_release);
   g_generation.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -126,7 +148,8 @@ ThreadBuffer* acquire_buffer_slow() {
 
 void request_final_flush(wire::ExitKind kind, int status) {
   ProcessState* ps = g_state.load(std::memory_order_acquire);
-  if (ps == nullptr || !ps->flusher_running.load(std::memory_order_acquire)) return;
+  if (ps == nullptr) return goodbye_without_events(kind, status);
+  if (!ps->flusher_running.load(std::memory_order_acquire)) return;
   if (ps->finished.load(std::memory_order_acquire)) return;
   if (static_cast<int>(syscall(SYS_getpid)) != ps->pid) return;  // vfork child
   if (static_cast<int>(syscall(SYS_gettid)) == ps->flusher_tid.load(std::memory_order_relaxed)) return;
@@ -152,6 +175,7 @@ void finish_request(ProcessState* ps, uint32_t seq) {
 }
 
 void init_process_hooks() {
+  g_own_pid = static_cast<int>(syscall(SYS_getpid));
   g_exit_key_ok = pthread_key_create(&g_exit_key, on_thread_exit) == 0;
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

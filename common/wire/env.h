@@ -48,6 +48,11 @@ constexpr const char* kTrace = "TORCHPROF_TRACE";
 // ",stack" and ",memory" (tensor allocations, read by the injected library too); unset or
 // "" = off. Read by python/torchprof/_pytorch_ops.py.
 constexpr const char* kPytorchOps = "TORCHPROF_PYTORCH_OPS";
+// The Python bootstrap's directory (share/torchprof/python): a process that execs a
+// Python interpreter (a python* binary, or a script whose #! line runs one) puts it first
+// on the new image's PYTHONPATH (inject/interpose_exec.cpp), so every Python process of
+// the tree gets the bootstrap; unset (--no-python): none does.
+constexpr const char* kPython = "TORCHPROF_PYTHON";
 // The op observer's table entry to use instead of the one torch's version picks
 // (inject/torch_observer.cpp); for tests, e.g. "test-wrong-layout".
 constexpr const char* kTorchLayout = "TORCHPROF_TORCH_LAYOUT";

@@ -113,4 +113,19 @@ TEST_CASE("child env: another tool's injection is kept, named, and said in one l
         "Nsight Compute");
 }
 
+TEST_CASE("child env: TORCHPROF_PYTHON names the bootstrap for the tree, or is removed") {
+  ChildEnvSettings settings = kSettings;
+  settings.python_bootstrap = "/opt/tp/share/torchprof/python";
+  std::vector<std::string> env = build_child_env({"PATH=/usr/bin", "PYTHONPATH=/home/u/lib"}, settings);
+  CHECK(value_of(env, "TORCHPROF_PYTHON") == settings.python_bootstrap);
+  // Not a Python target itself: its PYTHONPATH is left as the user had it.
+  CHECK(value_of(env, "PYTHONPATH") == "/home/u/lib");
+  // --no-python: an outer run's value does not reach the tree.
+  settings.python_bootstrap.clear();
+  env = build_child_env({"TORCHPROF_PYTHON=/old/python", "TORCHPROF_PYTHONX=1"}, settings);
+  CHECK(value_of(env, "TORCHPROF_PYTHON") == "<unset>");
+  CHECK(std::find(env.begin(), env.end(), "TORCHPROF_PYTHON=/old/python") == env.end());
+  CHECK(std::find(env.begin(), env.end(), "TORCHPROF_PYTHONX=1") != env.end());
+}
+
 }  // namespace torchprof::cli
