@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "analysis/collectives.h"
 #include "analysis/conn_pass.h"
 #include "analysis/op_message.h"
 #include "analysis/overview.h"
@@ -68,6 +69,31 @@ RangeKind& ConnPass::range_kind_slow(uint32_t id, uint16_t domain) {
   return *kind;
 }
 
+namespace {
+
+// A collective's range, by name: c10d's ops, the backends' records of their work
+// (ProcessGroupGloo's "gloo:all_reduce", ProcessGroupNCCL's "nccl:all_reduce", MPI's and
+// UCC's), and torch 2.x's record_param_comms.
+int8_t collective_source(std::string_view name) {
+  if (name.starts_with("c10d::")) {
+    return name.find("allreduce") != std::string_view::npos || name.find("broadcast") != std::string_view::npos ||
+                   name.find("allgather") != std::string_view::npos || name.find("reduce_scatter") != std::string_view::npos ||
+                   name.find("alltoall") != std::string_view::npos || name.find("barrier") != std::string_view::npos ||
+                   name.find("reduce_") != std::string_view::npos || name.find("gather_") != std::string_view::npos ||
+                   name.find("scatter_") != std::string_view::npos || name.find("send") != std::string_view::npos ||
+                   name.find("recv") != std::string_view::npos
+               ? static_cast<int8_t>(CollectiveSource::kC10dOp)
+               : -1;
+  }
+  for (std::string_view prefix : {"gloo:", "nccl:", "mpi:", "ucc:"}) {
+    if (name.starts_with(prefix) && name.size() > prefix.size()) return static_cast<int8_t>(CollectiveSource::kBackend);
+  }
+  if (name == "record_param_comms") return static_cast<int8_t>(CollectiveSource::kBackend);
+  return -1;
+}
+
+}  // namespace
+
 void ConnPass::resolve(RangeKind& k, std::string text, Name name, uint16_t domain) {
   k.resolved = true;
   const Name dname = domain_name(domain);
@@ -79,6 +105,8 @@ void ConnPass::resolve(RangeKind& k, std::string text, Name name, uint16_t domai
     k.shown = name;
   }
   k.row_name = step_row_name(k.shown);
+  k.collective = collective_source(k.shown.str());
+  if (k.collective >= 0 && k.op != nullptr) k.coll_in_elems = shape_elements(k.op->input_shapes);
   if (st_.marker.matches(k.shown.str())) {
     if (scan_ == nullptr) throw NeedsScan{"a range is a step marker"};
     k.role = kRoleMarker;

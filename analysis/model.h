@@ -197,6 +197,21 @@ struct GpuRecord {
   int64_t dur_ns() const { return end_ns - start_ns; }
 };
 
+// A collective of a distributed job as one process recorded it (Process::collectives):
+// c10d's op on the calling thread (c10d::allreduce_), the backend's record of the work
+// (gloo:all_reduce on gloo's worker thread, nccl:all_reduce, record_param_comms), or an
+// NCCL kernel on the GPU.
+enum class CollectiveSource : uint8_t { kC10dOp = 0, kBackend = 1, kNcclKernel = 2 };
+
+struct CollectiveCall {
+  Name name;                 // as recorded: "gloo:all_reduce", "c10d::allreduce_", "ncclDevKernel_…"
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t in_elems = -1;     // elements of its input tensors, from the recorded shapes; -1 unknown
+  int64_t out_elems = -1;
+  CollectiveSource source = CollectiveSource::kC10dOp;
+};
+
 // A device memory allocation or release (CUPTI MEMORY2), or a tensor's from torch's
 // allocators (--profile-memory: Process::tensor_memory).
 struct MemoryEvent {
@@ -385,6 +400,9 @@ struct Process {
   std::vector<std::string> warnings;
   // GPU side (CUPTI); API calls are CPU events.
   std::vector<GpuRecord> gpu_records;      // sorted by start_ns
+  // c10d ops and backend records of collectives in the counted steps, in order of their
+  // ends on each thread (analysis/collectives.h reads them with the NCCL kernels).
+  std::vector<CollectiveCall> collectives;
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
   // torch's tensor allocations and frees (--profile-memory) of the traced steps, sorted
   // by ts_ns, with the running totals of all of them (live_bytes); for the traces and

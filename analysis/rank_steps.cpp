@@ -102,6 +102,28 @@ void judge_rows(RankReport& report) {
   }
 }
 
+// Where the rows have collectives in common, the straggler is the rank the others wait for.
+void judge_by_waits(std::vector<RankCollectives> collectives, RankReport& report) {
+  if (collectives.size() != report.rows.size()) return;
+  int64_t total = 0;
+  uint64_t matched = 0;
+  for (const RankCollectives& c : collectives) {
+    total += c.waited_on_ns;
+    matched += c.matched;
+  }
+  if (matched == 0) return;
+  report.straggler_by = "collective waits";
+  const double others = static_cast<double>(report.rows.size() - 1);
+  for (size_t i = 0; i < report.rows.size(); ++i) {
+    RankStepRow& row = report.rows[i];
+    const RankCollectives& c = collectives[i];
+    const double per_step = static_cast<double>(c.waited_on_ns) / others / static_cast<double>(std::max<uint64_t>(1, row.steps));
+    row.straggler = total > 0 && 2 * c.waited_on_ns > total &&
+                    per_step > static_cast<double>(report.median_mean_ns) * report.threshold_pct / 100.0;
+    row.collectives = std::move(collectives[i]);
+  }
+}
+
 std::vector<StepSpread> spread_steps(std::vector<RowSteps>& rows) {
   std::set<int> indices;
   for (const RowSteps& r : rows) {
@@ -207,9 +229,12 @@ RankReport compute_rank_report(const Run& run, double straggler_threshold_pct) {
   std::map<GroupKey, std::vector<const Process*>> groups;
   for (const Process& p : run.processes) groups[group_key(p)].push_back(&p);
   std::vector<RowSteps> rows;
+  std::vector<std::vector<const Process*>> row_procs;
   for (const auto& [key, procs] : groups) {
     RowSteps r;
-    if (fill_row(procs, r)) rows.push_back(std::move(r));
+    if (!fill_row(procs, r)) continue;
+    rows.push_back(std::move(r));
+    row_procs.push_back(procs);
   }
   set_labels(rows);
   report.steps = spread_steps(rows);
@@ -217,6 +242,7 @@ RankReport compute_rank_report(const Run& run, double straggler_threshold_pct) {
   report.by_rank = !report.rows.empty() &&
                    std::all_of(report.rows.begin(), report.rows.end(), [](const RankStepRow& r) { return r.rank; });
   judge_rows(report);
+  judge_by_waits(compute_rank_collectives(row_procs), report);
   check_ranks(run, report);
   return report;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/collectives.h"
 #include "analysis/model.h"
 
 namespace torchprof {
@@ -32,7 +33,11 @@ struct RankStepRow {
   double vs_median = 0;        // mean / the median of the rows' means
   uint64_t slowest_steps = 0;  // steps (by index) in which this row was the slowest
   bool slowest = false;        // highest mean of all rows (none when all means are equal)
-  bool straggler = false;      // mean more than threshold_pct above the median of the means
+  // By step time: mean more than threshold_pct above the median of the means. By
+  // collective waits (RankReport::straggler_by): the others waited on this rank for more
+  // than half of all their waits, and for more than threshold_pct of the median step per step.
+  bool straggler = false;
+  std::optional<RankCollectives> collectives;  // when two or more rows have collectives
 };
 
 // One step index across the rows that have it.
@@ -53,6 +58,7 @@ struct RankReport {
   int64_t median_mean_ns = 0;      // median of the rows' means
   double threshold_pct = 10.0;
   bool by_rank = false;            // every row has a rank
+  std::string straggler_by = "step time";  // or "collective waits"
   std::vector<std::string> warnings;  // world sizes that disagree, missing or repeated ranks
 };
 

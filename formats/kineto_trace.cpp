@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -12,11 +13,13 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <utility>
 
 #include "analysis/analysis.h"
+#include "analysis/collectives.h"
 #include "common/errors.h"
 #include "common/wire/wire.h"
 #include "formats/fwdbwd.h"
@@ -124,9 +127,16 @@ CycleSpan span_of(const std::vector<Step>& steps, int cycle) {
 
 }  // namespace
 
+// The traces of several runs (a merged report's inputs, analysed side by side) go into
+// one folder: their partial files are told apart by the set they belong to, and the
+// folder is made once.
+std::atomic<uint64_t> g_trace_sets{0};
+std::mutex g_traces_dir_mutex;
+
 struct KinetoTraces::State {
   explicit State(TraceOptions o) : options(std::move(o)) {}
   TraceOptions options;
+  const uint64_t set = g_trace_sets.fetch_add(1);
   WriteBehind behind{4, kBlockBytes};
   DirHandle dir;  // options.dir, once the first trace is made
   uint64_t next_partial = 0;
@@ -139,9 +149,12 @@ struct KinetoTraces::State {
   std::vector<Pending> pending;
 
   std::string partial_path(int pid, int cycle) {
-    if (!dir.valid()) dir = open_traces_dir();
-    return (fs::path(options.dir) / ("." + std::to_string(pid) + "." + std::to_string(cycle) + "." +
-                                     std::to_string(next_partial++) + ".partial"))
+    if (!dir.valid()) {
+      const std::lock_guard<std::mutex> lock(g_traces_dir_mutex);
+      dir = open_traces_dir();
+    }
+    return (fs::path(options.dir) / ("." + std::to_string(set) + "." + std::to_string(pid) + "." +
+                                     std::to_string(cycle) + "." + std::to_string(next_partial++) + ".partial"))
         .string();
   }
 
@@ -181,7 +194,8 @@ namespace {
 class CycleWriter {
  public:
   CycleWriter(KinetoTraces::State& state, const Process& proc, int cycle, int64_t base)
-      : state_(state), pid_(proc.pid), cycle_(cycle), base_(base), partial_(state.partial_path(proc.pid, cycle)) {
+      : state_(state), pid_(proc.pid), cycle_(cycle), base_(base), partial_(state.partial_path(proc.pid, cycle)),
+        world_size_(proc.world_size.value_or(0)) {
     file_ = state_.open(partial_, /*append=*/false);
     out_ += "{\n  \"schemaVersion\": 1,\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ";
     json::append_int(out_, base_);
@@ -298,8 +312,23 @@ class CycleWriter {
       json::append_string(out_, backend_);
       out_ += ", \"rank\": ";
       json::append_int(out_, *proc.rank);
+      const int world = world_size(run, proc);
       out_ += ", \"world_size\": ";
-      json::append_int(out_, world_size(run, proc));
+      json::append_int(out_, world);
+      if (!backend_.empty()) {
+        // The default group, as torch >= 2.1 describes it (torch 1.13 records no other).
+        out_ += ", \"pg_count\": 1, \"pg_config\": [{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", "
+                "\"backend_config\": ";
+        json::append_string(out_, (backend_ == "nccl" ? "cuda:" : "cpu:") + backend_);
+        out_ += ", \"pg_size\": ";
+        json::append_int(out_, world);
+        out_ += ", \"ranks\": [";
+        for (int r = 0; r < world; ++r) {
+          if (r) out_ += ", ";
+          json::append_int(out_, r);
+        }
+        out_ += "]}]";
+      }
       out_ += "}";
     }
     out_ += ",\n  \"traceName\": ";
@@ -465,7 +494,38 @@ class CycleWriter {
       out_ += ", \"Call stack\": ";
       json::append_string(out_, joined_frames(op.stack));
     }
+    if (const std::string coll = kineto_collective_name(op.name); !coll.empty()) collective_args(op, coll);
     out_ += "}";
+  }
+
+  // Kineto's args of a collective (torch 2.x writes them on record_param_comms). torch
+  // 1.13 records no process group per collective: the default group's are given (name
+  // "0", ranks 0 to world size - 1). The element counts come from the recorded input
+  // shapes (--record-shapes): a backend's record has its tensors as inputs; c10d's op
+  // has a tensor list, whose sizes torch 1.13 does not show.
+  void collective_args(const OpInfo& op, const std::string& name) {
+    out_ += ", \"Collective name\": ";
+    json::append_string(out_, name);
+    if (const int64_t elems = shape_elements(op.input_shapes); elems >= 0) {
+      int64_t out_elems = elems;
+      if (world_size_ > 0 && (name == "allgather" || name == "_allgather_base")) out_elems = elems * world_size_;
+      if (world_size_ > 0 && (name == "reduce_scatter" || name == "_reduce_scatter_base")) out_elems = elems / world_size_;
+      out_ += ", \"In msg nelems\": ";
+      json::append_int(out_, elems);
+      out_ += ", \"Out msg nelems\": ";
+      json::append_int(out_, out_elems);
+    }
+    if (world_size_ > 0) {
+      out_ += ", \"Group size\": ";
+      json::append_int(out_, world_size_);
+    }
+    out_ += ", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"0\"";
+    if (world_size_ > 0) {
+      std::string ranks = "[";
+      for (int r = 0; r < world_size_; ++r) ranks += (r ? ", " : "") + std::to_string(r);
+      out_ += ", \"Process Group Ranks\": ";
+      json::append_string(out_, ranks + "]");
+    }
   }
 
   void mark(const Event& e, uint32_t external_id) {
@@ -660,6 +720,7 @@ class CycleWriter {
   std::vector<Prefix> prefixes_ = std::vector<Prefix>(kPrefixes);
   std::set<std::pair<uint32_t, int64_t>> gpu_threads_;  // (device, stream) rows written
   std::string backend_;  // the process group's backend, from NCCL kernels or c10d op names
+  int world_size_ = 0;   // the process's WORLD_SIZE (or SLURM's, Open MPI's); 0 unknown
   kineto::FwdBwdLinks links_;  // its ops with sequence numbers, linked at the end
 };
 

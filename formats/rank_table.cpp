@@ -28,6 +28,14 @@ std::string us_text(int64_t ns) {
 
 std::string noun(const RankReport& r) { return r.by_rank ? "rank" : "worker"; }
 
+bool by_waits(const RankReport& r) {
+  return r.straggler_by == "collective waits" &&
+         std::all_of(r.rows.begin(), r.rows.end(), [](const RankStepRow& row) { return row.collectives.has_value(); });
+}
+
+// The collectives this rank had in common with every other (each counted once).
+uint64_t matched_calls(const RankStepRow& row) { return row.collectives->matched; }
+
 std::string flag_text(const RankStepRow& row) {
   if (row.slowest && row.straggler) return "<< slowest, straggler";
   if (row.slowest) return "<< slowest";
@@ -46,11 +54,26 @@ Grid rank_grid(const RankReport& r) {
           "Slowest in", "Flag"},
          {false, false, false, false, false, false, false, false, false, false, true},
          {}};
+  const bool waits = by_waits(r);
+  if (waits) {
+    const std::vector<std::string> more = {"In collectives", "Waited", "Others waited on it", "Last in"};
+    g.headers.insert(g.headers.end() - 1, more.begin(), more.end());
+    g.left.insert(g.left.end() - 1, more.size(), false);
+  }
   for (const RankStepRow& row : r.rows) {
-    g.rows.push_back({row.rank ? std::to_string(*row.rank) : "-", row.worker, std::to_string(row.steps),
-                      time_text(row.mean_ns), time_text(row.median_ns), time_text(row.min_ns),
-                      time_text(row.max_ns), format_ratio(row.vs_fastest), format_ratio(row.vs_median),
-                      std::to_string(row.slowest_steps) + " steps", flag_text(row)});
+    std::vector<std::string> cells = {row.rank ? std::to_string(*row.rank) : "-", row.worker, std::to_string(row.steps),
+                                      time_text(row.mean_ns), time_text(row.median_ns), time_text(row.min_ns),
+                                      time_text(row.max_ns), format_ratio(row.vs_fastest), format_ratio(row.vs_median),
+                                      std::to_string(row.slowest_steps) + " steps"};
+    if (waits) {
+      const RankCollectives& c = *row.collectives;
+      cells.push_back(time_text(c.time_ns));
+      cells.push_back(time_text(c.wait_ns));
+      cells.push_back(time_text(c.waited_on_ns));
+      cells.push_back(std::to_string(c.last_arrivals) + " of " + std::to_string(matched_calls(row)));
+    }
+    cells.push_back(flag_text(row));
+    g.rows.push_back(std::move(cells));
   }
   return g;
 }
@@ -121,6 +144,12 @@ std::string markdown_grid(const Grid& g) {
 
 std::string title(const RankReport& r) {
   const std::string n = noun(r);
+  if (by_waits(r)) {
+    return "Step time per " + n + " (" + std::to_string(r.rows.size()) + " " + n + (r.rows.size() == 1 ? "" : "s") +
+           ", recorded steps; straggler: the " + n + " the others wait for in collectives (" +
+           r.rows.front().collectives->source + "), more than " + pct_text(r.threshold_pct) +
+           " of the median step per step)\n";
+  }
   return "Step time per " + n + " (" + std::to_string(r.rows.size()) + " " + n + (r.rows.size() == 1 ? "" : "s") +
          ", recorded steps; straggler: mean more than " + pct_text(r.threshold_pct) + " above the median " + n +
          "'s)\n";
@@ -140,6 +169,24 @@ std::string verdict(const RankReport& r) {
   }
   if (r.rows.size() < 2) return out;
   if (out.empty()) out += "All " + n + "s have the same mean step time\n";
+  if (by_waits(r)) {
+    int64_t total = 0;
+    for (const RankStepRow& row : r.rows) total += row.collectives->waited_on_ns;
+    if (stragglers.empty()) {
+      return out + "No straggler: no " + n + " kept the others waiting in collectives for more than " +
+             pct_text(r.threshold_pct) + " of the median step (" + time_text(r.median_mean_ns) + ") per step\n";
+    }
+    for (const RankStepRow& row : r.rows) {
+      if (!row.straggler) continue;
+      out += "Straggler: " + n + " " + row.label + (r.by_rank ? " (" + row.worker + ")" : "") +
+             ": the others waited " + time_text(row.collectives->waited_on_ns) + " on it in collectives (" +
+             std::to_string(static_cast<int>(100.0 * static_cast<double>(row.collectives->waited_on_ns) /
+                                             static_cast<double>(std::max<int64_t>(1, total)) + 0.5)) +
+             "% of all waits); it arrived last in " + std::to_string(row.collectives->last_arrivals) + " of " +
+             std::to_string(matched_calls(row)) + "\n";
+    }
+    return out;
+  }
   if (stragglers.empty()) {
     out += "No straggler: no " + n + "'s mean step is more than " + pct_text(r.threshold_pct) +
            " above the median (" + time_text(r.median_mean_ns) + ")\n";
@@ -199,6 +246,28 @@ std::string render_rank_csv(const RankReport& r) {
   return out;
 }
 
+static Json collectives_json(const RankStepRow& row) {
+  if (!row.collectives) return nullptr;
+  const RankCollectives& c = *row.collectives;
+  Json names = Json::array();
+  for (const CollectiveStat& s : c.by_name) {
+    names.push_back({{"name", s.name},
+                     {"calls", s.calls},
+                     {"in_elems", s.in_elems >= 0 ? Json(s.in_elems) : Json(nullptr)},
+                     {"time_ns", s.time_ns},
+                     {"wait_ns", s.wait_ns}});
+  }
+  return {{"source", c.source},
+          {"calls", c.calls},
+          {"matched", c.matched},
+          {"time_ns", c.time_ns},
+          {"wait_ns", c.wait_ns},
+          {"waited_on_ns", c.waited_on_ns},
+          {"last_arrivals", c.last_arrivals},
+          {"clock_offset_ns", c.clock_offset_ns},
+          {"by_name", std::move(names)}};
+}
+
 Json rank_report_json(const RankReport& r) {
   Json rows = Json::array();
   for (const RankStepRow& row : r.rows) {
@@ -218,7 +287,8 @@ Json rank_report_json(const RankReport& r) {
                     {"vs_median", row.vs_median},
                     {"slowest_steps", row.slowest_steps},
                     {"slowest", row.slowest},
-                    {"straggler", row.straggler}});
+                    {"straggler", row.straggler},
+                    {"collectives", collectives_json(row)}});
   }
   Json steps = Json::array();
   for (const StepSpread& s : r.steps) {
@@ -242,6 +312,7 @@ Json rank_report_json(const RankReport& r) {
     if (row.straggler) stragglers.push_back(row.label);
   }
   return {{"by", noun(r)},
+          {"straggler_by", r.straggler_by},
           {"threshold_pct", r.threshold_pct},
           {"median_mean_ns", r.median_mean_ns},
           {"slowest", std::move(slowest)},

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/wire/env.h"
 #include "inject/arena.h"
 #include "inject/clock.h"
 
@@ -78,6 +79,9 @@ std::vector<char> build_hello() {
   h.mono_ns = now_ns();  // read back to back: the pair converts record times
   clock_gettime(CLOCK_REALTIME, &real);
   h.real_ns = static_cast<uint64_t>(real.tv_sec) * 1000000000ull + static_cast<uint64_t>(real.tv_nsec);
+  if (const char* shift = getenv(env::kTestClockShiftNs); shift != nullptr && *shift != '\0') {
+    h.real_ns += static_cast<uint64_t>(strtoll(shift, nullptr, 10));
+  }
   h.exe_len = static_cast<uint32_t>(exe_len);
   h.cmdline_len = static_cast<uint32_t>(cmdline.size());
   h.host_len = static_cast<uint32_t>(strlen(host));

@@ -1,8 +1,12 @@
 #include "pipeline/outputs.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
+#include <exception>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +15,9 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "analysis/analysis.h"
 #include "analysis/engine.h"
@@ -321,7 +327,60 @@ OutputResult write_outputs(const std::string& capture_path, const OutputOptions&
   rename_workers(run, options.worker_name);
   std::vector<TraceFile> files;
   if (traces) files = traces->finish(final_workers(run, 0));
-  return emit(run, options, out, /*ranks=*/nullptr, files);
+  // One run over a whole launch (a script starting every rank): the ranks' table too.
+  std::set<int> ranks_seen;
+  for (const Process& p : run.processes) {
+    if (p.rank && !p.steps.empty()) ranks_seen.insert(*p.rank);
+  }
+  if (ranks_seen.size() < 2) return emit(run, options, out, /*ranks=*/nullptr, files);
+  const RankReport ranks = compute_rank_report(run, options.straggler_threshold_pct);
+  run.warnings.insert(run.warnings.end(), ranks.warnings.begin(), ranks.warnings.end());
+  return emit(run, options, out, &ranks, files);
+}
+
+// How many inputs of a merged report are analysed at once: TORCHPROF_JOBS, else one per
+// CPU the process may run on, at most one per input.
+static size_t analysis_jobs(size_t inputs) {
+  size_t jobs = std::max<unsigned>(1, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) jobs = std::max(1, CPU_COUNT(&set));
+  if (const char* v = std::getenv("TORCHPROF_JOBS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 1) jobs = static_cast<size_t>(n);
+  }
+  return std::min(jobs, std::max<size_t>(1, inputs));
+}
+
+// Every input analysed, side by side on `analysis_jobs` threads (the analysis of one run
+// is single-threaded; names are interned under a lock). The first input's error, in input
+// order, is the one raised. No progress line while several run at once.
+static std::vector<Run> analyse_inputs(const std::vector<MergeSource>& inputs, const AnalysisOptions& analysis,
+                                const OutputOptions& options, std::vector<std::unique_ptr<KinetoTraces>>& traces) {
+  std::vector<Run> runs(inputs.size());
+  std::vector<std::exception_ptr> errors(inputs.size());
+  const size_t jobs = analysis_jobs(inputs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < inputs.size();) {
+      try {
+        const std::string capture = capture_file(inputs[i].capture);
+        EngineOutputs eo = report_outputs(capture, options, traces.empty() ? nullptr : traces[i].get());
+        if (jobs > 1) eo.progress = {};
+        runs[i] = analyse_run(capture, analysis, eo);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < jobs; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return runs;
 }
 
 OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const OutputOptions& options,
@@ -329,17 +388,11 @@ OutputResult write_merged_outputs(const std::vector<MergeSource>& inputs, const 
   std::vector<std::string> warnings;
   const AnalysisOptions analysis = analysis_options(options, warnings);
   check_options(options);
-  std::vector<Run> runs;
   std::vector<std::unique_ptr<KinetoTraces>> traces;
-  for (const MergeSource& in : inputs) {
-    const std::string capture = capture_file(in.capture);
-    KinetoTraces* t = nullptr;
-    if (options.write_files) {
-      traces.push_back(std::make_unique<KinetoTraces>(trace_options(options)));
-      t = traces.back().get();
-    }
-    runs.push_back(analyse_run(capture, analysis, report_outputs(capture, options, t)));
+  if (options.write_files) {
+    for (size_t i = 0; i < inputs.size(); ++i) traces.push_back(std::make_unique<KinetoTraces>(trace_options(options)));
   }
+  std::vector<Run> runs = analyse_inputs(inputs, analysis, options, traces);
   Run run = merge_runs(std::move(runs), inputs);
   run.warnings.insert(run.warnings.begin(), warnings.begin(), warnings.end());
   rename_workers(run, options.worker_name);

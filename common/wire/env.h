@@ -56,6 +56,9 @@ constexpr const char* kPython = "TORCHPROF_PYTHON";
 // The op observer's table entry to use instead of the one torch's version picks
 // (inject/torch_observer.cpp); for tests, e.g. "test-wrong-layout".
 constexpr const char* kTorchLayout = "TORCHPROF_TORCH_LAYOUT";
+// For tests of clock correction across hosts: nanoseconds (may be negative) added to the
+// CLOCK_REALTIME reading of the process's Hello, as if its host's clock were that far off.
+constexpr const char* kTestClockShiftNs = "TORCHPROF_TEST_CLOCK_SHIFT_NS";
 // "1": the process starts with recording off (torchprof-run --paused, --capture-range
 // signal); the collector's Control messages switch it on and off.
 constexpr const char* kPaused = "TORCHPROF_PAUSED";

@@ -286,4 +286,95 @@ TEST_CASE("rank table: text flags the slow rank; JSON and summary.json carry the
   CHECK(s["processes"][0]["world_size"].is_null());
 }
 
+namespace {
+
+// Four steps of 100 ms on every rank, each holding one all_reduce that ends at the same
+// moment everywhere (+ the rank's clock offset); `late` starts it `late_ms` after the others.
+Process ddp_rank(int pid, int rank, int late, int64_t late_ms, int64_t offset_ns, CollectiveSource source) {
+  Process p = ranked(pid, rank, {100, 100, 100, 100}, rank);
+  for (int k = 0; k < 4; ++k) {
+    const int64_t end = 1000 + (k + 1) * 100 * kMs - 5 * kMs + offset_ns;
+    const int64_t arrive = rank == late ? end - 10 * kMs : end - 10 * kMs - late_ms * kMs;
+    const char* name = source == CollectiveSource::kBackend ? "gloo:all_reduce" : "c10d::allreduce_";
+    p.collectives.push_back({Name(name), arrive, end, 9610, -1, source});
+    // c10d's op on the calling thread returns at once: no wait to see in it.
+    if (source == CollectiveSource::kBackend) {
+      p.collectives.push_back({Name("c10d::allreduce_"), arrive - 1000, arrive, -1, -1, CollectiveSource::kC10dOp});
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("rank collectives: the rank the others wait for is the straggler, with step times equal") {
+  Run run;
+  for (int r = 0; r < 4; ++r) run.processes.push_back(ddp_rank(20 + r, r, /*late=*/2, 40, 0, CollectiveSource::kBackend));
+  const RankReport report = compute_rank_report(run, 10.0);
+  CHECK(report.straggler_by == "collective waits");
+  for (const RankStepRow& row : report.rows) {
+    REQUIRE(row.collectives.has_value());
+    CHECK(row.collectives->source == "backend records");
+    CHECK(row.collectives->matched == 4);
+    CHECK(row.straggler == (row.rank == 2));
+    CHECK(row.mean_ns == 100 * kMs);  // step time cannot tell
+  }
+  const RankCollectives& late = *row_of(report, 2).collectives;
+  const RankCollectives& other = *row_of(report, 0).collectives;
+  CHECK(late.last_arrivals == 4);
+  CHECK(late.wait_ns == 0);
+  CHECK(other.wait_ns == 4 * 40 * kMs);
+  CHECK(late.waited_on_ns == 3 * 4 * 40 * kMs);
+  REQUIRE(late.by_name.size() == 1);
+  CHECK(late.by_name[0].name == "gloo:all_reduce");
+  CHECK(late.by_name[0].calls == 4);
+  CHECK(late.by_name[0].in_elems == 4 * 9610);
+  const std::string text = render_rank_text(report, 10);
+  CHECK(text.find("Straggler: rank 2") != std::string::npos);
+  CHECK(text.find("arrived last in 4 of 4") != std::string::npos);
+  const nlohmann::ordered_json j = rank_report_json(report);
+  CHECK(j["straggler_by"] == "collective waits");
+  CHECK(j["stragglers"] == nlohmann::ordered_json::array({"2"}));
+  CHECK(j["rows"][2]["collectives"]["waited_on_ns"] == 3 * 4 * 40 * kMs);
+}
+
+TEST_CASE("rank collectives: clock offsets between hosts are taken from the ends") {
+  Run run;
+  // Rank 3's host is 2.5 s ahead: uncorrected, it would arrive last every time.
+  const int64_t offsets[] = {0, 0, 0, 2'500 * kMs};
+  for (int r = 0; r < 4; ++r) {
+    run.processes.push_back(ddp_rank(20 + r, r, /*late=*/1, 30, offsets[r], CollectiveSource::kC10dOp));
+  }
+  const RankReport report = compute_rank_report(run, 10.0);
+  CHECK(report.straggler_by == "collective waits");
+  CHECK(row_of(report, 3).collectives->clock_offset_ns == 2'500 * kMs);
+  CHECK(row_of(report, 1).straggler);
+  CHECK_FALSE(row_of(report, 3).straggler);
+  CHECK(row_of(report, 1).collectives->source == "c10d ops");
+}
+
+TEST_CASE("rank collectives: no straggler when nobody keeps the others waiting long") {
+  Run run;
+  for (int r = 0; r < 4; ++r) run.processes.push_back(ddp_rank(20 + r, r, /*late=*/0, 1, 0, CollectiveSource::kBackend));
+  const RankReport report = compute_rank_report(run, 10.0);
+  CHECK(report.straggler_by == "collective waits");
+  for (const RankStepRow& row : report.rows) CHECK_FALSE(row.straggler);  // 1 ms of a 100 ms step
+  CHECK(render_rank_text(report, 10).find("No straggler: no rank kept the others waiting") != std::string::npos);
+}
+
+TEST_CASE("rank collectives: names as Kineto gives them, elements from shapes") {
+  CHECK(kineto_collective_name("gloo:all_reduce") == "allreduce");
+  CHECK(kineto_collective_name("nccl:_all_gather_base") == "_allgather_base");
+  CHECK(kineto_collective_name("c10d::allreduce_") == "allreduce");
+  CHECK(kineto_collective_name("c10d::barrier") == "barrier");
+  CHECK(kineto_collective_name("aten::add") == "");
+  CHECK(shape_elements("[[9610]]") == 9610);
+  CHECK(shape_elements("[[2, 3], [4], []]") == 10);
+  CHECK(shape_elements("[[], [], []]") == -1);
+  CHECK(shape_elements("") == -1);
+  CHECK(is_nccl_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  CHECK(is_nccl_kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"));
+  CHECK_FALSE(is_nccl_kernel("void at::native::vectorized_elementwise_kernel"));
+}
+
 }  // namespace torchprof
