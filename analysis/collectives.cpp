@@ -183,8 +183,10 @@ std::vector<RankCollectives> compute_rank_collectives(const std::vector<std::vec
         end[r] = c.end_ns - offset[r];
         if (start[r] > start[last]) last = r;
       }
+      const int64_t median_start = median_ns(start);
       int64_t caused = 0;
       for (size_t r = 0; r < n; ++r) {
+        out[r].late_ns += std::max<int64_t>(0, start[r] - median_start);
         const int64_t wait = std::max<int64_t>(0, std::min(start[last], end[r]) - start[r]);
         stats[r][name].wait_ns += wait;
         out[r].wait_ns += wait;

@@ -10,7 +10,9 @@
 // the ends against the first rank's is taken as that rank's clock offset (hosts' clocks
 // differ), and removed before the starts are compared. A rank's wait in one collective
 // is the time from its start to the last rank's start (at most its own end); the rank
-// that arrived last is charged the others' waits.
+// that arrived last is charged the others' waits, and each rank's lateness is how long
+// after the median rank it started: the straggler is the rank that is late by more than
+// the threshold per step (analysis/rank_steps.h).
 //
 // Where the wait sits depends on the backend: on gloo, c10d::allreduce_ returns at once
 // and the time is in the backend's gloo:all_reduce record (gloo's worker thread); on
@@ -44,6 +46,8 @@ struct RankCollectives {
   int64_t wait_ns = 0;          // this rank waited on the others
   int64_t waited_on_ns = 0;     // the others waited on this rank (it arrived last)
   uint64_t last_arrivals = 0;   // matched calls in which it arrived last
+  int64_t late_ns = 0;          // summed over the matched calls: how long after the median
+                                // rank's start it started (0 when earlier)
   int64_t clock_offset_ns = 0;  // its clock minus the first rank's, estimated from the ends
 };
 

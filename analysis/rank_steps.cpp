@@ -105,21 +105,16 @@ void judge_rows(RankReport& report) {
 // Where the rows have collectives in common, the straggler is the rank the others wait for.
 void judge_by_waits(std::vector<RankCollectives> collectives, RankReport& report) {
   if (collectives.size() != report.rows.size()) return;
-  int64_t total = 0;
   uint64_t matched = 0;
-  for (const RankCollectives& c : collectives) {
-    total += c.waited_on_ns;
-    matched += c.matched;
-  }
+  for (const RankCollectives& c : collectives) matched += c.matched;
   if (matched == 0) return;
   report.straggler_by = "collective waits";
-  const double others = static_cast<double>(report.rows.size() - 1);
   for (size_t i = 0; i < report.rows.size(); ++i) {
     RankStepRow& row = report.rows[i];
     const RankCollectives& c = collectives[i];
-    const double per_step = static_cast<double>(c.waited_on_ns) / others / static_cast<double>(std::max<uint64_t>(1, row.steps));
-    row.straggler = total > 0 && 2 * c.waited_on_ns > total &&
-                    per_step > static_cast<double>(report.median_mean_ns) * report.threshold_pct / 100.0;
+    // Late after the median rank: at least half the ranks waited that long for it.
+    const double per_step = static_cast<double>(c.late_ns) / static_cast<double>(std::max<uint64_t>(1, row.steps));
+    row.straggler = per_step > static_cast<double>(report.median_mean_ns) * report.threshold_pct / 100.0;
     row.collectives = std::move(collectives[i]);
   }
 }

@@ -34,8 +34,9 @@ struct RankStepRow {
   uint64_t slowest_steps = 0;  // steps (by index) in which this row was the slowest
   bool slowest = false;        // highest mean of all rows (none when all means are equal)
   // By step time: mean more than threshold_pct above the median of the means. By
-  // collective waits (RankReport::straggler_by): the others waited on this rank for more
-  // than half of all their waits, and for more than threshold_pct of the median step per step.
+  // collective waits (RankReport::straggler_by): it started its collectives after the
+  // median rank by more than threshold_pct of the median step, per step (so half the
+  // ranks or more waited that long for it).
   bool straggler = false;
   std::optional<RankCollectives> collectives;  // when two or more rows have collectives
 };

@@ -7,7 +7,8 @@
 //
 //   rank_collectives STEPS RANGES PERIOD_MS WORK_US LATE_MS START_NS
 //
-// RANK and LATE_RANK come from the environment.
+// RANK and LATE_RANK come from the environment. The work between ranges sleeps (at least
+// WORK_US), so that many ranks on a few CPUs keep the steps' pace.
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,8 @@ static void sleep_until(long long when_ns) {
   }
 }
 
-static void spin_us(long us) {
-  const long long until = realtime_ns() + us * 1000LL;
-  while (realtime_ns() < until) {
-  }
-}
+// "Work" sleeps: 64 ranks on a machine of 2 CPUs must still keep the steps' pace.
+static void spin_us(long us) { sleep_until(realtime_ns() + us * 1000LL); }
 
 int main(int argc, char** argv) {
   if (argc < 7) {

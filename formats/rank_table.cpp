@@ -56,7 +56,7 @@ Grid rank_grid(const RankReport& r) {
          {}};
   const bool waits = by_waits(r);
   if (waits) {
-    const std::vector<std::string> more = {"In collectives", "Waited", "Others waited on it", "Last in"};
+    const std::vector<std::string> more = {"In collectives", "Waited", "Late per step", "Others waited on it", "Last in"};
     g.headers.insert(g.headers.end() - 1, more.begin(), more.end());
     g.left.insert(g.left.end() - 1, more.size(), false);
   }
@@ -69,6 +69,7 @@ Grid rank_grid(const RankReport& r) {
       const RankCollectives& c = *row.collectives;
       cells.push_back(time_text(c.time_ns));
       cells.push_back(time_text(c.wait_ns));
+      cells.push_back(time_text(c.late_ns / static_cast<int64_t>(std::max<uint64_t>(1, row.steps))));
       cells.push_back(time_text(c.waited_on_ns));
       cells.push_back(std::to_string(c.last_arrivals) + " of " + std::to_string(matched_calls(row)));
     }
@@ -147,8 +148,8 @@ std::string title(const RankReport& r) {
   if (by_waits(r)) {
     return "Step time per " + n + " (" + std::to_string(r.rows.size()) + " " + n + (r.rows.size() == 1 ? "" : "s") +
            ", recorded steps; straggler: the " + n + " the others wait for in collectives (" +
-           r.rows.front().collectives->source + "), more than " + pct_text(r.threshold_pct) +
-           " of the median step per step)\n";
+           r.rows.front().collectives->source + "), later than the median " + n + " by more than " +
+           pct_text(r.threshold_pct) + " of the median step per step)\n";
   }
   return "Step time per " + n + " (" + std::to_string(r.rows.size()) + " " + n + (r.rows.size() == 1 ? "" : "s") +
          ", recorded steps; straggler: mean more than " + pct_text(r.threshold_pct) + " above the median " + n +
@@ -173,13 +174,15 @@ std::string verdict(const RankReport& r) {
     int64_t total = 0;
     for (const RankStepRow& row : r.rows) total += row.collectives->waited_on_ns;
     if (stragglers.empty()) {
-      return out + "No straggler: no " + n + " kept the others waiting in collectives for more than " +
+      return out + "No straggler: no " + n + " came to the collectives later than the median " + n + " by more than " +
              pct_text(r.threshold_pct) + " of the median step (" + time_text(r.median_mean_ns) + ") per step\n";
     }
     for (const RankStepRow& row : r.rows) {
       if (!row.straggler) continue;
-      out += "Straggler: " + n + " " + row.label + (r.by_rank ? " (" + row.worker + ")" : "") +
-             ": the others waited " + time_text(row.collectives->waited_on_ns) + " on it in collectives (" +
+      const int64_t late = row.collectives->late_ns / static_cast<int64_t>(std::max<uint64_t>(1, row.steps));
+      out += "Straggler: " + n + " " + row.label + (r.by_rank ? " (" + row.worker + ")" : "") + ": " +
+             time_text(late) + " per step later than the median " + n + " at the collectives; the others waited " +
+             time_text(row.collectives->waited_on_ns) + " on it (" +
              std::to_string(static_cast<int>(100.0 * static_cast<double>(row.collectives->waited_on_ns) /
                                              static_cast<double>(std::max<int64_t>(1, total)) + 0.5)) +
              "% of all waits); it arrived last in " + std::to_string(row.collectives->last_arrivals) + " of " +
@@ -264,6 +267,7 @@ static Json collectives_json(const RankStepRow& row) {
           {"wait_ns", c.wait_ns},
           {"waited_on_ns", c.waited_on_ns},
           {"last_arrivals", c.last_arrivals},
+          {"late_ns", c.late_ns},
           {"clock_offset_ns", c.clock_offset_ns},
           {"by_name", std::move(names)}};
 }

@@ -8,7 +8,10 @@
 #
 #   scripts/bench-merge.sh [BUILD_DIR]     (default: build; it must have TORCHPROF_BUILD_BENCH=ON)
 #
-# Environment: RANKS (default 64), STEPS (default 20), RANGES (per step, default 200),
+# Environment: RANKS (default 64), STEPS (default 20), RANGES (per step, default 20),
+# PERIOD_MS (a step, default 150: every rank must keep the pace on few CPUs), LATE_MS
+# (how much longer LATE_RANK works per step, default 40; many ranks on few CPUs are late
+# by some ms each now and then),
 # LATE_RANK (default 5), KEEP=1 (keep the work directory).
 set -euo pipefail
 
@@ -16,7 +19,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
 ranks=${RANKS:-64}
 steps=${STEPS:-20}
-ranges=${RANGES:-200}
+ranges=${RANGES:-20}
+period=${PERIOD_MS:-150}
+late_ms=${LATE_MS:-40}
 late=${LATE_RANK:-5}
 run=$build/bin/torchprof-run
 report=$build/bin/torchprof
@@ -27,11 +32,11 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/tp-bench-merge.XXXXXX")
 [[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"' EXIT
 
-# Every rank starts at the same moment, two seconds from now, and steps every 40 ms.
+# Every rank starts at the same moment, once all have started, and steps every PERIOD_MS.
 start=$(( $(date +%s%N) + 2000000000 + ranks * 30000000 ))
 for ((r = 0; r < ranks; ++r)); do
   RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$((r % 8)) LATE_RANK=$late \
-    "$run" -q -o "$work/r$r" -- "$program" "$steps" "$ranges" 40 20 15 "$start" >/dev/null &
+    "$run" -q -o "$work/r$r" -- "$program" "$steps" "$ranges" "$period" 20 "$late_ms" "$start" >/dev/null &
 done
 wait
 inputs=()

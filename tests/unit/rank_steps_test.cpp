@@ -325,12 +325,14 @@ TEST_CASE("rank collectives: the rank the others wait for is the straggler, with
   CHECK(late.wait_ns == 0);
   CHECK(other.wait_ns == 4 * 40 * kMs);
   CHECK(late.waited_on_ns == 3 * 4 * 40 * kMs);
+  CHECK(late.late_ns == 4 * 40 * kMs);  // the median of four starts: the three early ones
+  CHECK(other.late_ns == 0);
   REQUIRE(late.by_name.size() == 1);
   CHECK(late.by_name[0].name == "gloo:all_reduce");
   CHECK(late.by_name[0].calls == 4);
   CHECK(late.by_name[0].in_elems == 4 * 9610);
   const std::string text = render_rank_text(report, 10);
-  CHECK(text.find("Straggler: rank 2") != std::string::npos);
+  CHECK(text.find("Straggler: rank 2 (h2_22): 40.000ms per step later than the median rank") != std::string::npos);
   CHECK(text.find("arrived last in 4 of 4") != std::string::npos);
   const nlohmann::ordered_json j = rank_report_json(report);
   CHECK(j["straggler_by"] == "collective waits");
@@ -359,7 +361,7 @@ TEST_CASE("rank collectives: no straggler when nobody keeps the others waiting l
   const RankReport report = compute_rank_report(run, 10.0);
   CHECK(report.straggler_by == "collective waits");
   for (const RankStepRow& row : report.rows) CHECK_FALSE(row.straggler);  // 1 ms of a 100 ms step
-  CHECK(render_rank_text(report, 10).find("No straggler: no rank kept the others waiting") != std::string::npos);
+  CHECK(render_rank_text(report, 10).find("No straggler: no rank came to the collectives later") != std::string::npos);
 }
 
 TEST_CASE("rank collectives: names as Kineto gives them, elements from shapes") {
