@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "analysis/analysis.h"
 #include "analysis/rank_steps.h"
 
 namespace torchprof {
@@ -19,19 +20,32 @@ struct Call {
 // A rank's calls of one source, by name, each name's in order of start.
 using CallsByName = std::map<std::string, std::vector<Call>>;
 
+// Whether `t` lies in one of the process's recorded marked steps (or the process has
+// none): what a rank does before its first step (the process group's set-up, DDP's
+// broadcast of the parameters) is not what its steps wait for.
+bool in_steps(const Process& p, int64_t t) {
+  bool marked = false;
+  for (const Step& s : p.steps) {
+    if (!s.marker || !recorded(s.action)) continue;
+    marked = true;
+    if (t >= s.start_ns && t < s.start_ns + s.dur_ns) return true;
+  }
+  return !marked;
+}
+
 CallsByName calls_of(const std::vector<const Process*>& procs, CollectiveSource source) {
   CallsByName out;
   for (const Process* p : procs) {
     if (source == CollectiveSource::kNcclKernel) {
       for (const GpuRecord& g : p->gpu_records) {
-        if (g.kind == GpuKind::kKernel && is_nccl_kernel(g.name.str())) {
+        if (g.kind == GpuKind::kKernel && is_nccl_kernel(g.name.str()) && in_steps(*p, g.start_ns)) {
           out[g.name.str()].push_back({&g.name.str(), g.start_ns, g.end_ns, -1});
         }
       }
       continue;
     }
     for (const CollectiveCall& c : p->collectives) {
-      if (c.source == source) out[c.name.str()].push_back({&c.name.str(), c.start_ns, c.end_ns, c.in_elems});
+      if (c.source == source && in_steps(*p, c.start_ns)) out[c.name.str()].push_back({&c.name.str(), c.start_ns, c.end_ns, c.in_elems});
     }
   }
   for (auto& [name, calls] : out) {

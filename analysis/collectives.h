@@ -17,7 +17,8 @@
 // Where the wait sits depends on the backend: on gloo, c10d::allreduce_ returns at once
 // and the time is in the backend's gloo:all_reduce record (gloo's worker thread); on
 // NCCL it is in the kernel. So the kernels (ncclDevKernel_*, ncclKernel_*) are used when
-// every rank has them, else the backend's records, else c10d's ops.
+// every rank has them, else the backend's records, else c10d's ops. Only the calls inside
+// a rank's recorded steps count (where it has step markers).
 #pragma once
 
 #include <cstdint>

@@ -520,7 +520,7 @@ void ConnPass::timeline(uint32_t tid, TimelineTrack track, uint8_t category, Nam
     if (st_.wants.folded && k.op != nullptr && !k.op->stack.empty()) o.kind->folded_ns += self;
     if (k.collective >= 0) {
       st_.proc.collectives.push_back(
-          {k.shown, o.start, end, k.coll_in_elems, k.coll_out_elems, static_cast<CollectiveSource>(k.collective)});
+          {k.shown, o.start, end, k.coll_in_elems, static_cast<CollectiveSource>(k.collective)});
     }
   }
   if (st_.wants.timeline != 0) timeline(tid, TimelineTrack::kCpu, 0, k.shown, o.start, end);

@@ -157,7 +157,6 @@ struct RangeKind {
   int64_t folded_ns = 0;       // self time of its recorded ranges, for stacks.folded
   int8_t collective = -1;      // a CollectiveSource when the range is a collective's
   int64_t coll_in_elems = -1;  // its input tensors' elements, from the op's shapes
-  int64_t coll_out_elems = -1;
 };
 
 // A string id's state in the pass.

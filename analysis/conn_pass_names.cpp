@@ -76,14 +76,12 @@ namespace {
 // UCC's), and torch 2.x's record_param_comms.
 int8_t collective_source(std::string_view name) {
   if (name.starts_with("c10d::")) {
-    return name.find("allreduce") != std::string_view::npos || name.find("broadcast") != std::string_view::npos ||
-                   name.find("allgather") != std::string_view::npos || name.find("reduce_scatter") != std::string_view::npos ||
-                   name.find("alltoall") != std::string_view::npos || name.find("barrier") != std::string_view::npos ||
-                   name.find("reduce_") != std::string_view::npos || name.find("gather_") != std::string_view::npos ||
-                   name.find("scatter_") != std::string_view::npos || name.find("send") != std::string_view::npos ||
-                   name.find("recv") != std::string_view::npos
-               ? static_cast<int8_t>(CollectiveSource::kC10dOp)
-               : -1;
+    // allreduce_, allgather_, reduce_scatter_, alltoall_, broadcast_, gather_, scatter_,
+    // reduce_, barrier, send, recv_ and their variants.
+    for (std::string_view word : {"reduce", "gather", "scatter", "alltoall", "broadcast", "barrier", "send", "recv"}) {
+      if (name.find(word) != std::string_view::npos) return static_cast<int8_t>(CollectiveSource::kC10dOp);
+    }
+    return -1;
   }
   for (std::string_view prefix : {"gloo:", "nccl:", "mpi:", "ucc:"}) {
     if (name.starts_with(prefix) && name.size() > prefix.size()) return static_cast<int8_t>(CollectiveSource::kBackend);

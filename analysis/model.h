@@ -208,7 +208,6 @@ struct CollectiveCall {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t in_elems = -1;     // elements of its input tensors, from the recorded shapes; -1 unknown
-  int64_t out_elems = -1;
   CollectiveSource source = CollectiveSource::kC10dOp;
 };
 

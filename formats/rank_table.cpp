@@ -33,9 +33,6 @@ bool by_waits(const RankReport& r) {
          std::all_of(r.rows.begin(), r.rows.end(), [](const RankStepRow& row) { return row.collectives.has_value(); });
 }
 
-// The collectives this rank had in common with every other (each counted once).
-uint64_t matched_calls(const RankStepRow& row) { return row.collectives->matched; }
-
 std::string flag_text(const RankStepRow& row) {
   if (row.slowest && row.straggler) return "<< slowest, straggler";
   if (row.slowest) return "<< slowest";
@@ -71,7 +68,7 @@ Grid rank_grid(const RankReport& r) {
       cells.push_back(time_text(c.wait_ns));
       cells.push_back(time_text(c.late_ns / static_cast<int64_t>(std::max<uint64_t>(1, row.steps))));
       cells.push_back(time_text(c.waited_on_ns));
-      cells.push_back(std::to_string(c.last_arrivals) + " of " + std::to_string(matched_calls(row)));
+      cells.push_back(std::to_string(c.last_arrivals) + " of " + std::to_string(row.collectives->matched));
     }
     cells.push_back(flag_text(row));
     g.rows.push_back(std::move(cells));
@@ -186,7 +183,7 @@ std::string verdict(const RankReport& r) {
              std::to_string(static_cast<int>(100.0 * static_cast<double>(row.collectives->waited_on_ns) /
                                              static_cast<double>(std::max<int64_t>(1, total)) + 0.5)) +
              "% of all waits); it arrived last in " + std::to_string(row.collectives->last_arrivals) + " of " +
-             std::to_string(matched_calls(row)) + "\n";
+             std::to_string(row.collectives->matched) + "\n";
     }
     return out;
   }

@@ -292,14 +292,15 @@ namespace {
 // moment everywhere (+ the rank's clock offset); `late` starts it `late_ms` after the others.
 Process ddp_rank(int pid, int rank, int late, int64_t late_ms, int64_t offset_ns, CollectiveSource source) {
   Process p = ranked(pid, rank, {100, 100, 100, 100}, rank);
+  for (Step& s : p.steps) s.start_ns += offset_ns;  // the same clock as its collectives
   for (int k = 0; k < 4; ++k) {
     const int64_t end = 1000 + (k + 1) * 100 * kMs - 5 * kMs + offset_ns;
     const int64_t arrive = rank == late ? end - 10 * kMs : end - 10 * kMs - late_ms * kMs;
     const char* name = source == CollectiveSource::kBackend ? "gloo:all_reduce" : "c10d::allreduce_";
-    p.collectives.push_back({Name(name), arrive, end, 9610, -1, source});
+    p.collectives.push_back({Name(name), arrive, end, 9610, source});
     // c10d's op on the calling thread returns at once: no wait to see in it.
     if (source == CollectiveSource::kBackend) {
-      p.collectives.push_back({Name("c10d::allreduce_"), arrive - 1000, arrive, -1, -1, CollectiveSource::kC10dOp});
+      p.collectives.push_back({Name("c10d::allreduce_"), arrive - 1000, arrive, -1, CollectiveSource::kC10dOp});
     }
   }
   return p;
