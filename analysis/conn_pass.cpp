@@ -690,6 +690,7 @@ void ConnPass::add_rows() {
     if (k.op != nullptr) {
       OpStats row = op_row(*k.op, shapes);
       row.name = k.row_name.str();
+      row.flops = k.op->flops * k.stats.calls;
       rows.add(std::move(row), k.stats);
     } else {
       rows.add("nvtx", k.row_name.str(), k.stats);

@@ -38,6 +38,7 @@ struct OpInfo {
   int64_t sequence = -1;            // autograd sequence number; -1 none
   uint64_t op_id = 0;               // emit_nvtx's op id; 0 none
   std::string input_shapes;         // "[[2, 3], [3, 4], []]" as torch prints them; "" not recorded
+  uint64_t flops = 0;               // torch's FLOP count of one call (--with-flops); 0 none
   std::vector<std::string> stack;   // the program's Python frames, innermost first
 };
 
@@ -469,6 +470,7 @@ struct OpStats {
   int64_t self_cpu_memory = 0;
   int64_t cuda_memory = 0;
   int64_t self_cuda_memory = 0;
+  uint64_t flops = 0;         // cpu_op rows (--with-flops): torch's FLOP counts of its calls, summed
   // cpu_op rows: part of the row's key when grouped by input shape, and when the ops
   // carry Python stacks (the first kOpStackFrames frames, innermost first).
   std::string input_shapes;

@@ -9,7 +9,7 @@ namespace {
 
 constexpr std::string_view kSeparator = ", ";
 constexpr std::string_view kAssign = " = ";
-constexpr std::array<std::string_view, 5> kKeys = {"seq", "op_id", "sizes", "input_op_ids", "stack"};
+constexpr std::array<std::string_view, 6> kKeys = {"seq", "op_id", "sizes", "input_op_ids", "stack", "flops"};
 // Deeper nesting than a list of tensor lists is not something torch writes.
 constexpr int kMaxDepth = 8;
 
@@ -151,6 +151,8 @@ bool take_field(std::string_view& text, int key, OpInfo& op) {
       op.stack = split_stack(text);
       text = {};
       return true;
+    case 5:
+      return take_number(text, &op.flops);
   }
   return false;
 }

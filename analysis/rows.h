@@ -47,6 +47,7 @@ struct RowStats {
 };
 
 inline void add_memory(OpStats& to, const OpStats& from) {
+  to.flops += from.flops;
   to.cpu_memory += from.cpu_memory;
   to.self_cpu_memory += from.self_cpu_memory;
   to.cuda_memory += from.cuda_memory;
@@ -77,13 +78,16 @@ class Rows {
       return;
     }
     auto [it, fresh] = index_.try_emplace(op_row_key(row, row.name), rows_.size());
+    const uint64_t flops = row.flops;
     if (fresh) {
       Row& r = rows_.emplace_back();
       r.stats = std::move(row);
       r.stats.mangled = mangled;
+      r.stats.flops = 0;
       r.first = st.first;
     }
     Row& r = rows_[it->second];
+    r.stats.flops += flops;
     r.stats.calls += st.calls;
     r.stats.self_cpu_ns += st.self_ns;
     r.stats.cpu_total_ns += st.total_ns;

@@ -195,9 +195,10 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 std::string pytorch_ops_setting(const RunOptions& options) {
   const bool shapes = options.record_shapes || options.output.group_by_input_shape;
   const bool memory = options.profile_memory || options.output.memory_snapshot;
-  if (!options.pytorch_ops && !shapes && !options.with_stack && !memory) return "";
+  if (!options.pytorch_ops && !shapes && !options.with_stack && !memory && !options.with_flops) return "";
   std::string value = "ops";
   if (shapes) value += ",shapes";
+  if (options.with_flops) value += ",flops";
   if (options.with_stack) value += ",stack";
   if (memory) value += ",memory";
   return value;
@@ -250,6 +251,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
                "microseconds per op)");
   app.add_flag("--record-shapes", options->record_shapes,
                "Record the operators' input shapes (implies --pytorch-ops)");
+  app.add_flag("--with-flops", options->with_flops,
+               "Record torch's FLOP count of each operator it counts (conv, matmul, mul, add); adds "
+               "a Total FLOPs column (implies --pytorch-ops)");
   app.add_flag("--with-stack", options->with_stack,
                "Record each operator's Python source location; adds a Source Location column "
                "(implies --pytorch-ops)");

@@ -490,6 +490,10 @@ class CycleWriter {
       out_ += ", \"Input Dims\": ";
       out_ += op.input_shapes;
     }
+    if (op.flops > 0) {  // --with-flops: torch's count of this call
+      out_ += ", \"flops\": ";
+      json::append_uint(out_, op.flops);
+    }
     if (!op.stack.empty()) {
       out_ += ", \"Call stack\": ";
       json::append_string(out_, joined_frames(op.stack));

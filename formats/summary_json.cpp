@@ -154,6 +154,7 @@ Json ops_json(const Run& run) {
     }
     // Shapes are a row's own only when rows were grouped by them.
     if (!o.input_shapes.empty()) ops.back()["input_shapes"] = o.input_shapes;
+    if (o.flops > 0) ops.back()["flops"] = o.flops;  // --with-flops: torch's counts, summed
     if (!o.stack.empty()) ops.back()["stack"] = o.stack;
     if (!o.mangled.empty() && o.mangled != o.name) ops.back()["mangled_name"] = o.mangled;
   }

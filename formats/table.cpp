@@ -1,6 +1,7 @@
 #include "formats/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -126,7 +127,20 @@ std::vector<Column> columns(const TableRows& t) {
                     [w = t.shapes_width](const OpStats& o) { return utf8_prefix(shapes_cell(o), w); },
                     t.shapes_width});
   }
+  if (!t.flops_header.empty()) {
+    cols.push_back({t.flops_header, [scale = t.flops_scale](const OpStats& o) {
+                      return o.flops == 0 ? std::string("--") : format_flops(o.flops, scale);
+                    }});
+  }
   return cols;
+}
+
+// torch's auto_scale_flops: the unit of the smallest count, FLOPs to PFLOPs.
+std::pair<double, std::string> flops_unit(uint64_t smallest) {
+  static constexpr const char* kUnits[] = {"FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"};
+  const double level = std::clamp(std::log10(static_cast<double>(smallest)) / 3.0, 0.0, 5.0);
+  const int k = static_cast<int>(std::floor(level));
+  return {std::pow(10.0, -3.0 * k), kUnits[k]};
 }
 
 void pad_left(std::string& out, std::string_view text, size_t width) {
@@ -204,6 +218,15 @@ TableRows make_table_rows(const std::vector<OpStats>& ops, bool has_gpu,
     for (const std::string& frame : op.stack) longest_frame = std::max(longest_frame, utf8_length(frame));
   }
   if (any_shapes) t.shapes_width = std::min(longest_shapes + 4, kMaxShapesWidth);
+  uint64_t smallest_flops = 0;
+  for (const OpStats& op : t.rows) {
+    if (op.flops > 0 && (smallest_flops == 0 || op.flops < smallest_flops)) smallest_flops = op.flops;
+  }
+  if (smallest_flops > 0) {
+    auto [scale, unit] = flops_unit(smallest_flops);
+    t.flops_scale = scale;
+    t.flops_header = "Total " + unit;
+  }
   if (longest_frame > 0) t.source_width = std::min(longest_frame + 4, kMaxSourceWidth);
   if (options.row_limit > 0 && t.rows.size() > static_cast<size_t>(options.row_limit)) {
     t.rows.resize(static_cast<size_t>(options.row_limit));
@@ -279,6 +302,7 @@ std::string render_csv(const TableRows& t) {
   if (t.profile_memory && t.has_cuda_mem) out += ",CUDA Mem (B),Self CUDA Mem (B)";
   out += ",# of Calls";
   if (t.shapes_width > 0) out += ",Input Shapes";
+  if (!t.flops_header.empty()) out += ",Total FLOPs";
   if (t.source_width > 0) out += ",Source Location";
   out += "\n";
   const double cpu_total = us(t.self_cpu_total_ns);
@@ -299,6 +323,7 @@ std::string render_csv(const TableRows& t) {
     }
     out += "," + std::to_string(o.calls);
     if (t.shapes_width > 0) out += "," + csv_quote(shapes_cell(o));
+    if (!t.flops_header.empty()) out += "," + std::to_string(o.flops);
     if (t.source_width > 0) out += "," + csv_quote(joined_frames(o.stack));
     out += "\n";
   }
@@ -360,6 +385,7 @@ nlohmann::ordered_json table_rows_json(const TableRows& t) {
       row["self_cuda_memory_usage"] = o.self_cuda_memory;
     }
     if (!o.input_shapes.empty()) j["rows"].back()["input_shapes"] = o.input_shapes;
+    if (o.flops > 0) j["rows"].back()["flops"] = o.flops;
     if (!o.stack.empty()) j["rows"].back()["stack"] = o.stack;
   }
   return j;
@@ -374,6 +400,12 @@ std::string format_time_us(double time_us) {
   } else {
     std::snprintf(buf, sizeof buf, "%.3fus", time_us);
   }
+  return buf;
+}
+
+std::string format_flops(uint64_t flops, double scale) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%8.3f", static_cast<double>(flops) * scale);
   return buf;
 }
 

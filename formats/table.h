@@ -31,6 +31,10 @@ struct TableRows {
   // them), Source Location when a row has a Python stack. 0 = no such column.
   size_t shapes_width = 0;
   size_t source_width = 0;
+  // --with-flops: "Total MFLOPs" and the like, as torch scales it by the smallest count of
+  // any row; empty when no row has FLOPs.
+  std::string flops_header;
+  double flops_scale = 1.0;
   // Tensor memory columns (--profile-memory): CPU Mem and Self CPU Mem when a row has
   // memory, CUDA Mem and Self CUDA Mem when a row has Self CUDA memory above 0 (torch's rule).
   bool profile_memory = false;
@@ -60,6 +64,9 @@ nlohmann::ordered_json table_rows_json(const TableRows& rows);
 
 // torch's _format_time / _format_time_share, on microseconds.
 std::string format_time_us(double us);
+// A FLOP count in the table's unit, as torch prints it: '{0:8.3f}' of flops * scale.
+std::string format_flops(uint64_t flops, double scale);
+
 // Bytes as torch's _format_memory prints them: "1.50 Mb", "-213.00 Kb", "512 b".
 std::string format_memory(int64_t bytes);
 std::string format_share(double part, double total);

@@ -142,6 +142,7 @@ struct TrialEntry {
   uint64_t thread;
   uint64_t handle;
   char sizes[48];  // the op's input shapes as the shapes path writes them, or "-"
+  uint64_t flops;  // torch's FLOP count of the op at its begin (0: none, or not found)
 };
 TrialEntry g_trial[kTrialEntries];
 std::atomic<int> g_trial_used{0};
@@ -169,6 +170,7 @@ void trial_note(const void* rf, bool begin) {
   }
   if (at == 0) e.sizes[at++] = '-';
   e.sizes[at] = '\0';
+  e.flops = begin ? flops_of(rf, name) : 0;
 }
 
 // ---- the callbacks ---------------------------------------------------------------
@@ -193,9 +195,13 @@ void on_trial_end(const void* rf, void*) { trial_note(rf, false); }
 // What on_start<true> adds to each op's name (set before the callback is registered).
 bool g_with_shapes = false;
 bool g_with_stack = false;
+bool g_with_flops = false;
+// --with-flops, asked for before the observer starts (torchprof_torch_observer_flops).
+bool g_flops_wanted = false;
 
-// An op's begin. kDetail (--record-shapes, --with-stack): the op's name with torch's
-// ", sizes = [...]" and torchprof's ", stack = ..." after it, as one string (interned by
+// An op's begin. kDetail (--record-shapes, --with-flops, --with-stack): the op's name with
+// torch's ", sizes = [...]", its ", flops = N" and torchprof's ", stack = ..." after it, as
+// one string (interned by
 // content on the thread; the collector reads them back out of it). Without, the name is
 // torch's string, cached by its address: the plain path tests no option per op.
 template <bool kDetail>
@@ -219,6 +225,7 @@ NoContext on_start(const void* rf) {
     size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
     if (n > 0) memcpy(tb->scratch, name, n);
     if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
+    if (g_with_flops) n = flops_append(rf, name, tb->scratch, n, cap);
     if (g_with_stack) n = stack_append(tb->scratch, n, cap);
     record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
                     field<uint64_t>(rf, l.rf_handle));
@@ -334,10 +341,11 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   }
   CallbackBytes cb{};
   // Each mode its own pair of callbacks: the recording ones never test which mode runs.
+  const bool flops = g_flops_wanted && mode != kObserverFloor && mode != kObserverTrial;
   const StartFn start = mode == kObserverFloor   ? &on_nothing
                         : mode == kObserverTrial ? &on_trial_start
-                        : mode >= kObserverShapes ? &on_start<true>
-                                                  : &on_start<false>;
+                        : mode >= kObserverShapes || flops ? &on_start<true>
+                                                           : &on_start<false>;
   const EndFn end = mode == kObserverFloor ? &on_nothing_end : mode == kObserverTrial ? &on_trial_end : &on_end;
   memcpy(cb.bytes + layout->cb_start, &start, sizeof start);
   memcpy(cb.bytes + layout->cb_end, &end, sizeof end);
@@ -350,6 +358,12 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
     say(why, why_len, "torch does not export torch::profiler::impl::inputSizes");
     return 0;
   }
+  // The trial tries torch's FLOP count too, where torch has it.
+  if (mode == kObserverTrial) flops_find(&torch_symbol);
+  if (flops && !flops_find(&torch_symbol)) {
+    say(why, why_len, "torch does not export saveExtraArgs, computeFlops and their map's clear() (--with-flops)");
+    return 0;
+  }
   const char* missing = nullptr;
   const bool stack = mode == kObserverStack || mode == kObserverShapesStack;
   if (stack && !stack_find(&missing)) {
@@ -359,7 +373,8 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   }
   g_with_shapes = shapes && mode != kObserverTrial;
   g_with_stack = stack;
-  cb.bytes[layout->cb_needs_inputs] = shapes ? 1 : 0;
+  g_with_flops = flops;
+  cb.bytes[layout->cb_needs_inputs] = shapes || flops ? 1 : 0;
   cb.bytes[layout->cb_needs_outputs] = 0;
   cb.bytes[layout->cb_needs_ids] = 1;  // handles: the trace's Record function id
   g_layout = layout;
@@ -377,6 +392,9 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
   g_handle.store(handle);
   return 1;
 }
+
+// --with-flops: each op's name carries torch's FLOP count of it. Before the start.
+TORCHPROF_EXPORT void torchprof_torch_observer_flops(int on) { tpi::g_flops_wanted = on != 0; }
 
 // --with-stack: frames under these directories ('\n' between them) are left out.
 TORCHPROF_EXPORT void torchprof_torch_observer_stack_skip(const char* dirs) { tpi::stack_skip_dirs(dirs); }
@@ -398,8 +416,9 @@ TORCHPROF_EXPORT void torchprof_torch_observer_enable(int on) {
 }
 
 // The trial's log as text, one line per callback:
-//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <thread> <sizes> <name>
-// (sizes: "[[4,4],[4,4]]" at a begin when torch's helper gave them, else "-").
+//   B|E <depth> <scope> <sequence> <fwd thread> <handle> <thread> <sizes> <flops> <name>
+// (sizes: "[[4,4],[4,4]]" at a begin when torch's helper gave them, else "-"; flops:
+// torch's count at a begin, 0 when it gave none).
 // Returns the bytes written (cut at `len`).
 TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   using namespace tpi;
@@ -407,10 +426,11 @@ TORCHPROF_EXPORT int torchprof_torch_trial_log(char* out, int len) {
   int at = 0;
   for (int i = 0; i < used && at < len; ++i) {
     const TrialEntry& e = g_trial[i];
-    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %llu %s %s\n", e.begin ? 'B' : 'E',
+    const int n = snprintf(out + at, static_cast<size_t>(len - at), "%c %d %u %lld %llu %llu %llu %s %llu %s\n", e.begin ? 'B' : 'E',
                            e.depth, e.scope, static_cast<long long>(e.sequence),
                            static_cast<unsigned long long>(e.fwd_thread), static_cast<unsigned long long>(e.handle),
-                           static_cast<unsigned long long>(e.thread), e.sizes, e.name);
+                           static_cast<unsigned long long>(e.thread), e.sizes,
+                           static_cast<unsigned long long>(e.flops), e.name);
     if (n < 0) break;
     at += n;
   }

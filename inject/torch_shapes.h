@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace torchprof::inject {
 
@@ -17,5 +18,16 @@ bool shapes_find(void* (*lookup)(const char*));
 // not be read (torch threw, as it does for tensors without sizes) or do not fit.
 // The slow path: torch allocates the vectors, and may throw (caught here).
 size_t shapes_append(const void* record_function, char* out, size_t used, size_t cap);
+
+// Finds torch's saveExtraArgs and computeFlops (torch/csrc/profiler/util.h), and the
+// clear() of their map that libtorch exports, through `lookup`. False when one is missing.
+bool flops_find(void* (*lookup)(const char*));
+
+// torch's FLOP count of the op now starting (what torch.profiler(with_flops=True) gives
+// it): 0 for ops torch does not count, or when torch threw. The slow path, as shapes.
+uint64_t flops_of(const void* record_function, const char* name);
+
+// Appends ", flops = N" when flops_of() is above 0; as shapes_append otherwise.
+size_t flops_append(const void* record_function, const char* name, char* out, size_t used, size_t cap);
 
 }  // namespace torchprof::inject

@@ -111,7 +111,7 @@ struct AbsentOp : InputError {
 const std::vector<std::string> kOpFields = {"calls",        "count",         "self_cpu_ns", "cpu_total_ns",
                                             "self_cuda_ns", "cuda_total_ns", "cpu_avg_ns",  "cuda_avg_ns",
                                             "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
-                                            "self_cuda_memory_usage"};
+                                            "self_cuda_memory_usage", "flops"};
 
 // op:<name>:<field>; the name may hold colons itself (aten::mm), the field never does.
 MetricValue op_metric(const RunData& run, const std::string& metric) {
@@ -141,6 +141,7 @@ MetricValue op_metric(const RunData& run, const std::string& metric) {
   if (!found) throw AbsentOp(run.source + " has no op named '" + name + "'");
   const double calls = static_cast<double>(sum.calls);
   if (field == "calls" || field == "count") return count(calls);
+  if (field == "flops") return count(static_cast<double>(sum.flops));
   if (field == "cpu_memory_usage") return {static_cast<double>(sum.cpu_memory), Unit::kBytes};
   if (field == "self_cpu_memory_usage") return {static_cast<double>(sum.self_cpu_memory), Unit::kBytes};
   if (field == "cuda_memory_usage") return {static_cast<double>(sum.cuda_memory), Unit::kBytes};

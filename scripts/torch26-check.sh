@@ -38,7 +38,7 @@ fi
 if (($# == 0)); then
   set -- test_torch_ops.transformer test_torch_ops.resnet18 test_torch_ops.second_thread \
     test_torch_ops.shapes_transformer test_torch_ops.shapes_resnet18 test_torch_ops.stacks_on_threads \
-    test_torch_ops.gpu_time_on_ops test_torch_ops.gpu_time_on_ops_activity \
+    test_torch_ops.gpu_time_on_ops test_torch_ops.gpu_time_on_ops_activity test_torch_ops.flops_resnet18 test_torch_ops.flops_transformer \
     test_memory.resnet18 test_memory.transformer test_memory.leak_append test_memory.leak_total \
     test_memory.steady test_memory.cache test_memory.counters \
     test_python.auto_steps test_python.nested_step test_python.two_optimizers test_python.gan_steps \

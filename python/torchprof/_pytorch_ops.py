@@ -1,12 +1,13 @@
-"""PyTorch operators as ranges, for torchprof-run --pytorch-ops, --record-shapes and
---with-stack, with no change to the program.
+"""PyTorch operators as ranges, for torchprof-run --pytorch-ops, --record-shapes,
+--with-flops and --with-stack, with no change to the program.
 
 TORCHPROF_PYTORCH_OPS (set by torchprof-run) is a comma list: "ops" turns the capture
-on, "shapes" adds each op's input shapes, "stack" its Python source location. Unset or
-empty: torch is left alone. Each op becomes a range whose message has emit_nvtx's
-format (analysis/op_message.h parses it):
+on, "shapes" adds each op's input shapes, "flops" torch's FLOP count of it (the
+observer's path only), "stack" its Python source location. Unset or empty: torch is
+left alone. Each op becomes a range whose message has emit_nvtx's format
+(analysis/op_message.h parses it):
 
-    aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, stack = f.py(12): fwd; f.py(30): <module>]
+    aten::addmm[, sizes = [[4], [8, 3], [3, 4], [], []]][, flops = 192][, stack = f.py(12): fwd; f.py(30): <module>]
 
 First choice, for every build without "stack": torch's own RecordFunction callbacks,
 registered from the injected library (_torch_ops.py): every op on every thread, nested
@@ -56,21 +57,26 @@ _MAX_CACHED_SHAPES = 4096
 
 
 def settings(value):
-    """(enabled, shapes, stack) from a TORCHPROF_PYTORCH_OPS value."""
+    """(enabled, shapes, stack, flops) from a TORCHPROF_PYTORCH_OPS value."""
     words = {w.strip() for w in value.split(",") if w.strip()}
     shapes = "shapes" in words
     stack = "stack" in words
-    return bool(words & {"ops", "shapes", "stack", "memory"}), shapes, stack
+    flops = "flops" in words
+    return bool(words & {"ops", "shapes", "stack", "memory", "flops"}), shapes, stack, flops
 
 
 def install(torch):
-    enabled, shapes, stack = settings(os.environ.get(_VAR, ""))
+    enabled, shapes, stack, flops = settings(os.environ.get(_VAR, ""))
     if not enabled:
         return None
     from torchprof import _torch_ops
 
     try:
-        observer, why = _torch_ops.start(torch, shapes, stack)
+        observer, why = _torch_ops.start(torch, shapes, stack, flops)
+        if observer is None and flops and why.startswith("no FLOPs: "):
+            # Only the observer gives torch's FLOP counts: the ops without them.
+            sys.stderr.write("torchprof: --with-flops: no FLOP counts (%s)\n" % why[len("no FLOPs: "):])
+            observer, why = _torch_ops.start(torch, shapes, stack)
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
         observer, why = None, "%s: %s" % (type(e).__name__, e)
     if observer is not None:

@@ -23,12 +23,12 @@ from torchprof._holds import Holds
 from torchprof._util import log
 
 # Bumped when the trial's checks change: verdicts of an older trial are not reused.
-_TRIAL_VERSION = "3"
+_TRIAL_VERSION = "4"
 _TRIAL_TIMEOUT_S = 180
 
 # Run by a fresh interpreter with the injected library preloaded but inert (no socket).
-# Prints "ok", "ok no-shapes <reason>" (ops, but not their input shapes) or "fail <reason>"
-# on its last line.
+# Prints "ok", "ok no-flops <reason>" (ops and input shapes, not torch's FLOP counts),
+# "ok no-shapes <reason>" (ops, but neither) or "fail <reason>" on its last line.
 _TRIAL = r"""
 import ctypes, sys
 import torch
@@ -55,8 +55,9 @@ buf = ctypes.create_string_buffer(1 << 16)
 n = log(buf, 1 << 16)
 rows = []
 for line in buf.raw[:n].decode("utf-8", "replace").splitlines():
-    kind, depth, scope, seq, fwd, handle, thread, sizes, name = line.split(" ", 8)
-    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name, int(thread), sizes))
+    kind, depth, scope, seq, fwd, handle, thread, sizes, flops, name = line.split(" ", 9)
+    rows.append((kind, int(depth), int(scope), int(seq), int(fwd), int(handle), name, int(thread), sizes,
+                 int(flops)))
 
 def fail(reason):
     print("fail " + reason)
@@ -67,7 +68,7 @@ if enabled:
 if not rows:
     fail("no callback ran")
 open_ = {}
-for kind, depth, scope, seq, fwd, handle, name, thread, sizes in rows:
+for kind, depth, scope, seq, fwd, handle, name, thread, sizes, flops in rows:
     if depth < 0 or scope > 15:
         fail("nesting or scope out of range (%s depth %d scope %d)" % (name, depth, scope))
     if kind == "B":
@@ -98,6 +99,10 @@ if mm[4] != 0 or mm[7] == 0 or node[4] != mm[7]:
          % (node[4], mm[7], mm[4]))
 if mm[8] != "[[4,4],[4,4]]":
     print("ok no-shapes aten::mm's input shapes read as %s" % mm[8])
+    sys.exit(0)
+# torch's count for a 4x4 by 4x4 product: 2 * 4 * 4 * 4.
+if mm[9] != 128:
+    print("ok no-flops aten::mm's FLOPs read as %d, not 128" % mm[9])
     sys.exit(0)
 print("ok")
 """
@@ -163,7 +168,7 @@ def _read_verdict(path):
             return None
         with open(path) as f:
             text = f.read(512).strip()
-        return text if text == "ok" or text.startswith(("ok no-shapes ", "fail ")) else None
+        return text if text == "ok" or text.startswith(("ok no-shapes ", "ok no-flops ", "fail ")) else None
     except OSError:
         return None
 
@@ -198,15 +203,15 @@ def _run_trial():
         return "fail the trial process died of signal %d" % -done.returncode
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
     last = lines[-1] if lines else ""
-    if done.returncode != 0 or not (last == "ok" or last.startswith(("ok no-shapes ", "fail "))):
+    if done.returncode != 0 or not (last == "ok" or last.startswith(("ok no-shapes ", "ok no-flops ", "fail "))):
         err = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return "fail the trial exited with %d%s" % (done.returncode, (": " + err[-1][:120]) if err else "")
     return last
 
 
 def verdict(torch):
-    """"ok", "ok no-shapes <reason>" or "fail <reason>": the trial's verdict for this
-    torch build, cached."""
+    """"ok", "ok no-flops <reason>", "ok no-shapes <reason>" or "fail <reason>": the
+    trial's verdict for this torch build, cached."""
     cache = _cache_dir()
     path = os.path.join(cache, "observer-" + _build_key(torch)) if cache is not None else None
     if path is not None:
@@ -231,12 +236,13 @@ def recording():
 class ObserverCapture(Holds):
     """The registered observer; off while the program runs a profiler of its own."""
 
-    def __init__(self, torch, lib, ctypes, shapes, stack):
+    def __init__(self, torch, lib, ctypes, shapes, stack, flops=False):
         super().__init__()
         self._torch = torch
         # torch_observer.h: kObserverRecord, kObserverShapes, kObserverStack, kObserverShapesStack
         self._mode = {(False, False): 0, (True, False): 3, (False, True): 4, (True, True): 5}[(bool(shapes), bool(stack))]
         self._stack = stack
+        self._flops = flops
         self._lib = lib
         self._start = lib.torchprof_torch_observer_start
         self._start.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
@@ -255,6 +261,11 @@ class ObserverCapture(Holds):
             here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             torch_dir = os.path.dirname(os.path.abspath(self._torch.__file__))
             skip(("%s\n%s" % (torch_dir + os.sep, here + os.sep)).encode("utf-8", "surrogateescape"))
+        if self._flops:
+            wanted = self._lib.torchprof_torch_observer_flops
+            wanted.argtypes = [self._ctypes.c_int]
+            wanted.restype = None
+            wanted(1)
         if not self._start(self._torch.__version__.encode(), self._mode, why, 256):
             raise RuntimeError(why.value.decode("utf-8", "replace"))
         if self._stack:
@@ -284,10 +295,11 @@ class ObserverCapture(Holds):
         self._on = False
 
 
-def start(torch, shapes=False, stack=False):
+def start(torch, shapes=False, stack=False, flops=False):
     """The running observer, or (None, reason) when this torch cannot have one. With
     `shapes`, each op's name carries its input shapes (torch's record_shapes); with
-    `stack`, the program's Python frames at the op."""
+    `flops`, torch's FLOP count of it (with_flops); with `stack`, the program's Python
+    frames at the op."""
     import ctypes
 
     try:
@@ -298,10 +310,12 @@ def start(torch, shapes=False, stack=False):
     result = verdict(torch)
     if result.startswith("fail "):
         return None, result[len("fail "):]
-    if shapes and result != "ok":
+    if shapes and result.startswith("ok no-shapes "):
         return None, "no input shapes: " + result[len("ok no-shapes "):]
+    if flops and result != "ok":
+        return None, "no FLOPs: " + result.split(" ", 2)[2]
     try:
-        return ObserverCapture(torch, lib, ctypes, shapes, stack).start(), None
+        return ObserverCapture(torch, lib, ctypes, shapes, stack, flops).start(), None
     except Exception as e:  # noqa: BLE001 - the program runs whatever happens here
         log("op observer: %s: %s" % (type(e).__name__, e))
         return None, str(e)

@@ -13,6 +13,7 @@ import decimal
 import glob
 import gzip
 import json
+import math
 import os
 import stat
 
@@ -205,6 +206,45 @@ def compare_shapes(model):
     check(not missing, f"(op, shapes) rows torch lists that torchprof's step lacks: {missing[:10]}")
     check(not only_ours, f"(op, shapes) rows torch does not list: {only_ours[:10]}")
     check(len(equal) / len(theirs) >= 0.98, f"(op, shapes) rows with equal calls < 98%: {unequal}")
+
+
+def compare_flops(model):
+    """--with-flops: the table's FLOPs per op name for a middle step, against
+    torch.profiler(with_flops=True)'s on the same step of the same script, which the
+    running torch computes (computeFlops) from each op's inputs: the convs' strides,
+    paddings and groups as well as their shapes. Equal per name, every name torch counts;
+    the table's column as torch scales it."""
+    theirs = torch_view(model, "--flops")["flops"][MIDDLE]
+    check(theirs, f"torch counted FLOPs on {model}")
+    cache, env = cache_env()
+    r = run_py([PROGRAM, model, str(STEPS)], env=env, timeout=600,
+               options=["--with-flops", "--schedule", f"wait={MIDDLE},warmup=0,active=1"])
+    check("RecordFunction callbacks are off" not in r.stderr_text and "no FLOP counts" not in r.stderr_text,
+          f"the observer gave FLOPs: {r.stderr_text[-1500:]}")
+    ours = {}
+    for row in r.summary["ops"]:
+        if row.get("flops"):
+            ours[row["name"]] = ours.get(row["name"], 0) + row["flops"]
+    print(f"{model}: FLOPs per op, torch {theirs}, torchprof {ours}")
+    check_eq(ours, theirs, "FLOPs per op name in the step")
+    smallest = min(theirs.values())
+    unit = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"][int(max(0, min(math.log10(smallest) / 3, 5)))]
+    with open(os.path.join(r.out_dir, "table.txt")) as f:
+        table = f.read()
+    check(f"Total {unit}" in table, f"the column is Total {unit}: {table[:600]}")
+    scale = 10 ** (-3 * int(max(0, min(math.log10(smallest) / 3, 5))))
+    for name, flops in theirs.items():
+        cell = "{0:8.3f}".format(flops * scale).strip()
+        line = next((l for l in table.splitlines() if l.strip().startswith(name + " ")), "")
+        check(line.rstrip().endswith(cell), f"{name}'s row ends with {cell}: {line!r}")
+
+
+def flops_resnet18():
+    compare_flops("resnet18")
+
+
+def flops_transformer():
+    compare_flops("transformer")
 
 
 def compare_stacks(model):
@@ -427,7 +467,7 @@ def gpu_time_on_ops_activity():
 
 SCENARIOS = [resnet18, transformer, shapes_resnet18, shapes_transformer, stacks_transformer,
              second_thread, stacks_on_threads, gpu_time_on_ops, gpu_time_on_ops_activity,
-             unknown_version, wrong_layout, no_shapes]
+             unknown_version, wrong_layout, no_shapes, flops_resnet18, flops_transformer]
 
 if __name__ == "__main__":
     raise SystemExit(tp.main({f.__name__: f for f in SCENARIOS}))

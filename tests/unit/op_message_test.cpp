@@ -124,6 +124,15 @@ TEST_CASE("emit_nvtx messages of torch 1.x and 2.x parse into name, seq, op_id a
   CHECK(op.input_shapes == "[[[2, 3], [4]], [5], []]");
   CHECK(parsed("aten::cat, sizes = []").input_shapes == "[]");
   CHECK(parsed("aten::zeros, sizes = [[-1, 0]]").input_shapes == "[[-1, 0]]");
+
+  // --with-flops: torch's count, between the sizes and the stack.
+  op = parsed("aten::mm, sizes = [[4, 5], [5, 6]], flops = 240, stack = f.py(3): g");
+  CHECK(op.flops == 240);
+  CHECK(op.input_shapes == "[[4, 5], [5, 6]]");
+  CHECK(op.stack == std::vector<std::string>{"f.py(3): g"});
+  CHECK(parsed("aten::mm, sizes = []").flops == 0);
+  CHECK_FALSE(parse_op_message("aten::mm, flops = -3").has_value());
+  CHECK_FALSE(parse_op_message("aten::mm, flops = 1, flops = 2").has_value());
 }
 
 // The variants nvtx_observer.cpp's enterNVTX writes through util.cpp's getNvtxStr (torch

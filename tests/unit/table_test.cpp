@@ -173,4 +173,38 @@ TEST_CASE("table: csv, markdown and json carry the same rows") {
   CHECK(j["self_cpu_time_total_ns"] == 30000);
 }
 
+// torch 2.6's own table of a Conv2d(3, 8, 3, 2, 1) on [2, 3, 16, 16] and a [4, 5] by [5, 6]
+// mm under with_flops: the unit is the smallest count's (240: FLOPs), "--" where none.
+TEST_CASE("table: torch's Total FLOPs column, scaled by the smallest count") {
+  std::vector<OpStats> ops = {cpu_op("aten::conv2d", 133, 25109, 1), cpu_op("aten::convolution", 150, 24976, 1),
+                              cpu_op("aten::mm", 20, 30, 1)};
+  for (OpStats& o : ops) o.kind = "cpu_op";
+  ops[0].flops = 55296;
+  ops[2].flops = 240;
+  TableRows rows = make_table_rows(ops, false, {"", 0});
+  CHECK(rows.flops_header == "Total FLOPs");
+  std::vector<std::string> lines = lines_of(render_table(rows));
+  CHECK(lines[1].ends_with("# of Calls   Total FLOPs  "));
+  CHECK(lines[3].ends_with("             1     55296.000  "));
+  CHECK(lines[4].ends_with("             1            --  "));
+  CHECK(lines[5].ends_with("             1       240.000  "));
+  CHECK(lines_of(render_csv(rows))[1].ends_with(",1,55296"));
+  CHECK(nlohmann::json::parse(render_json(rows))["rows"][0]["flops"] == 55296);
+
+  // The same counts over several steps' rows add up; a smallest of 1,500 reads in KFLOPs.
+  ops[2].flops = 1500;
+  OpStats again = ops[0];
+  again.name = "aten::conv2d";
+  ops.push_back(again);
+  rows = make_table_rows(ops, false, {"", 0});
+  CHECK(rows.flops_header == "Total KFLOPs");
+  CHECK(rows.rows[0].flops == 2 * 55296);
+  CHECK(format_flops(2 * 55296, rows.flops_scale) == " 110.592");
+  CHECK(format_flops(1500, rows.flops_scale) == "   1.500");
+
+  // No counts: no column.
+  for (OpStats& o : ops) o.flops = 0;
+  CHECK(make_table_rows(ops, false, {"", 0}).flops_header.empty());
+}
+
 }  // namespace torchprof

@@ -2,14 +2,15 @@
 here when torchvision is not installed) or a small transformer encoder, for comparing
 torchprof's op table with torch.profiler's.
 
-    ops_models.py MODEL STEPS [--torch-profiler OUT.json [--shapes] [--stacks]] [--memory-profiler OUT.json]
+    ops_models.py MODEL STEPS [--torch-profiler OUT.json [--shapes] [--stacks] [--flops]] [--memory-profiler OUT.json]
                   [--thread] [--check-profiler]
 
 --torch-profiler runs torch.profiler around the same steps (one ProfilerStep#k per
 step) and writes, per step, the op names and calls, the (op, parent) pairs and the
 threads of autograd nodes to OUT.json; with --shapes (record_shapes=True), also the
 calls per (op name, input shapes) as torch's FunctionEvents list them; with --stacks
-(with_stack=True), the calls per (op name, innermost frame of the program's). --memory-profiler runs torch.profiler with
+(with_stack=True), the calls per (op name, innermost frame of the program's); with --flops
+(with_flops=True), the FLOPs per op name, summed over its FunctionEvents. --memory-profiler runs torch.profiler with
 profile_memory=True and the schedule wait=1, warmup=1, active=STEPS-2, and writes each
 op name's CPU Mem and Self CPU Mem over the active steps, the records its placing of them may have
 moved (memory_edges), and the bytes allocated in them. --thread runs one more forward pass of a small
@@ -158,6 +159,22 @@ def rows_per_step(prof, key_of):
     return out
 
 
+def flops_per_step(prof):
+    """Per ProfilerStep#k: {name: FLOPs} summed over torch's FunctionEvents in the step
+    (what key_averages() adds up per name), for the names with FLOPs."""
+    events = list(prof.events())
+    steps = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+    out = []
+    for s in steps:
+        lo, hi = s.time_range.start, s.time_range.end
+        rows = {}
+        for e in events:
+            if e.flops and lo <= e.time_range.start and e.time_range.end <= hi:
+                rows[e.name] = rows.get(e.name, 0) + e.flops
+        out.append(rows)
+    return out
+
+
 def innermost_program_frame(stack):
     """The first "file(line): function" of a torch stack that is not torch's own (torch
     writes its files as "torch/..."), the file as its base name; "" when there is none."""
@@ -279,7 +296,8 @@ def main():
         # A schedule, so that torch marks each step with a ProfilerStep#k range.
         shapes = "--shapes" in args
         stacks = "--stacks" in args
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stacks,
+        flops = "--flops" in args
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stacks, with_flops=flops,
                      schedule=schedule(wait=0, warmup=0, active=steps, repeat=1)) as prof:
             for _ in range(steps):
                 step(model, data, target, loss_fn, opt, with_thread, check)
@@ -287,6 +305,8 @@ def main():
         result = summarize(prof)
         if shapes:
             result["shapes"] = rows_per_step(prof, lambda e: json.dumps(e.input_shapes))
+        if flops:
+            result["flops"] = flops_per_step(prof)
         if stacks:
             result["stacks"] = rows_per_step(prof, lambda e: innermost_program_frame(e.stack or []))
         with open(out, "w") as f:
