@@ -446,6 +446,19 @@ std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& p, const s
 
 std::vector<Recommendation> recommend(const Overview& o);  // overview_advice.cpp
 
+// Marks the leading steps of one process (steps[first..]) that are longer than twice
+// the median of the steps after them; the last step is never warm-up.
+void mark_warmup(std::vector<StepBreakdown>& steps, size_t first) {
+  for (size_t k = first; k + 1 < steps.size(); ++k) {
+    std::vector<int64_t> rest;
+    for (size_t j = k + 1; j < steps.size(); ++j) rest.push_back(steps[j].dur_ns);
+    std::nth_element(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(rest.size() / 2), rest.end());
+    const int64_t median = rest[rest.size() / 2];
+    if (steps[k].dur_ns <= 2 * median) return;
+    steps[k].warmup = true;
+  }
+}
+
 Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) {
   Overview o;
   o.thresholds = thresholds;
@@ -461,6 +474,10 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
     const Intervals windows = widened_steps(p, counted[i]);
     const size_t first_step = o.steps.size();
     add_breakdown(scope, counted[i], windows, o.steps);
+    const bool scheduled = std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) {
+      return s.action != StepAction::kRecord && s.action != StepAction::kRecordAndSave;
+    });
+    if (!scheduled) mark_warmup(o.steps, first_step);
     add_devices(scope, windows, first_step, thresholds, o.devices);
     add_launches(scope, thresholds, o.launches, samples);
     add_copies(scope, copies);
@@ -469,6 +486,10 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds) 
   for (const StepBreakdown& s : o.steps) {
     o.total_ns += s.dur_ns;
     for (int r = 0; r < kBreakdownParts; ++r) o.total[r] += s.parts[r];
+    if (s.warmup) continue;
+    ++o.steady_steps;
+    o.steady_ns += s.dur_ns;
+    for (int r = 0; r < kBreakdownParts; ++r) o.steady[r] += s.parts[r];
   }
   o.launches.launch = distribution(std::move(samples.launch));
   o.launches.duration = distribution(std::move(samples.duration));

@@ -80,6 +80,10 @@ struct StepBreakdown {
   int64_t start_ns = 0; // widened as the plugin widens it
   int64_t dur_ns = 0;
   std::array<int64_t, kBreakdownParts> parts{};  // sum == dur_ns
+  // Warm-up, reported apart from the steady state the advice is drawn from: without a
+  // schedule, one of the process's leading steps longer than twice the median of the
+  // steps after it. (A schedule's wait and warmup steps are not counted at all.)
+  bool warmup = false;
 };
 
 // One device over one step (of `steps`, by position).
@@ -158,6 +162,13 @@ struct Overview {
   std::vector<StepBreakdown> steps;   // counted steps of every counted process
   std::array<int64_t, kBreakdownParts> total{};  // sums over `steps`
   int64_t total_ns = 0;
+  // The same over the steady steps (those not warm-up), which the advice is drawn from.
+  std::array<int64_t, kBreakdownParts> steady{};
+  int64_t steady_ns = 0;
+  size_t steady_steps = 0;
+  double steady_pct(int64_t ns) const {
+    return steady_ns > 0 ? 100.0 * static_cast<double>(ns) / static_cast<double>(steady_ns) : 0.0;
+  }
   // The gaps between CPU intervals the engine filled to keep them bounded
   // (Process::roles_filled_ns of the counted processes): at most this much of "other"
   // may show as CUDA runtime, DataLoader or CPU exec. 0 when nothing was filled.
@@ -187,6 +198,9 @@ Overview compute_overview(const Run& run, const OverviewThresholds& thresholds =
 Intervals merge_intervals(Intervals v);
 Intervals intersect_intervals(const Intervals& a, const Intervals& b);
 Intervals subtract_intervals(const Intervals& a, const Intervals& b);
+// Marks the leading steps of one process, steps[first..], longer than twice the median
+// of the steps after them as warm-up.
+void mark_warmup(std::vector<StepBreakdown>& steps, size_t first);
 // The recorded steps of `proc` widened as the plugin widens them (see above), in order.
 std::vector<std::pair<int64_t, int64_t>> widened_steps(const Process& proc, const std::vector<size_t>& steps);
 

@@ -43,15 +43,23 @@ const DeviceOverview* most_host_wait(const Overview& o) {
   return worst;
 }
 
+// From the steady steps: a first batch's start-up (workers forking, files opening) is
+// warm-up, not a slow loader.
 void dataloader_rule(const Overview& o, std::vector<Recommendation>& out) {
-  const double pct = o.pct(o.total[kPartDataLoader]);
+  if (o.steady_steps == 0) return;
+  const double pct = o.steady_pct(o.steady[kPartDataLoader]);
   if (!(pct > o.thresholds.dataloader_pct)) return;
-  const double n = static_cast<double>(o.steps.size());
+  const double n = static_cast<double>(o.steady_steps);
+  const size_t warmup = o.steps.size() - o.steady_steps;
+  std::string basis = warmup > 0 ? ", over " + std::to_string(o.steady_steps) + " steady steps after " +
+                                       std::to_string(warmup) + " of warm-up"
+                                 : "";
+  if (o.steps.size() < 3) basis += "; fewer than 3 steps: this may include warm-up";
   out.push_back({"dataloader",
                  "DataLoader takes " + pct_text(pct) + " of step time (" +
-                     time_text(static_cast<double>(o.total[kPartDataLoader]) / n) + " of " +
-                     time_text(static_cast<double>(o.total_ns) / n) +
-                     " per step): raise num_workers on the DataLoader so that worker processes load "
+                     time_text(static_cast<double>(o.steady[kPartDataLoader]) / n) + " of " +
+                     time_text(static_cast<double>(o.steady_ns) / n) + " per step" + basis +
+                     "): raise num_workers on the DataLoader so that worker processes load "
                      "batches ahead, and set pin_memory=True",
                  pct, o.thresholds.dataloader_pct});
 }

@@ -28,6 +28,7 @@ Json breakdown_json(const Overview& o) {
   for (const StepBreakdown& s : o.steps) {
     Json j = {{"pid", s.pid}, {"index", s.index}, {"name", s.name}, {"start_ns", s.start_ns}, {"dur_ns", s.dur_ns}};
     j.update(parts_json(s.parts));
+    j["warmup"] = s.warmup;
     steps.push_back(std::move(j));
   }
   const size_t n = o.steps.size();
@@ -43,6 +44,13 @@ Json breakdown_json(const Overview& o) {
   for (int r = 0; r < kBreakdownParts; ++r) parts.push_back(breakdown_part_key(r));
   Json out = {{"parts", std::move(parts)}, {"steps", std::move(steps)}, {"total", std::move(total)},
               {"avg", std::move(avg)}, {"pct", std::move(pct)}};
+  // The steps the advice is drawn from (all but the leading warm-up steps).
+  Json steady = {{"steps", o.steady_steps}, {"dur_ns", o.steady_ns}};
+  steady.update(parts_json(o.steady));
+  Json steady_pct = Json::object();
+  for (int r = 0; r < kBreakdownParts; ++r) steady_pct[breakdown_part_key(r)] = rounded(o.steady_pct(o.steady[r]));
+  steady["pct"] = std::move(steady_pct);
+  out["steady"] = std::move(steady);
   // Only when the CPU intervals outgrew what the engine keeps (analysis/interval_set.h):
   // the time their filled gaps may have moved from "other" into the CPU parts.
   if (o.cpu_gaps_filled_ns > 0) out["cpu_gaps_filled_ns"] = o.cpu_gaps_filled_ns;

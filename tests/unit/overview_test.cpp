@@ -350,4 +350,36 @@ TEST_CASE("overview: parts sum to the step time on random runs") {
   }
 }
 
+TEST_CASE("overview: warm-up steps, the leading ones over twice the median of the rest") {
+  auto steps_of = [](std::vector<int64_t> durs) {
+    std::vector<StepBreakdown> steps;
+    for (int64_t d : durs) steps.push_back(StepBreakdown{.dur_ns = d});
+    return steps;
+  };
+  auto marks = [](const std::vector<StepBreakdown>& steps) {
+    std::vector<bool> out;
+    for (const StepBreakdown& s : steps) out.push_back(s.warmup);
+    return out;
+  };
+  // A fast loader's first step (4.67 ms against 0.73 ms): warm-up.
+  std::vector<StepBreakdown> s = steps_of({4670, 730, 720, 740, 735});
+  mark_warmup(s, 0);
+  CHECK(marks(s) == std::vector<bool>{true, false, false, false, false});
+  // Two slow leading steps, then steady; a slow step later is not warm-up.
+  s = steps_of({9000, 5000, 1000, 1100, 5000, 1000});
+  mark_warmup(s, 0);
+  CHECK(marks(s) == std::vector<bool>{true, true, false, false, false, false});
+  // Exactly twice the median is steady; the last step never is warm-up.
+  s = steps_of({2000, 1000, 1000});
+  mark_warmup(s, 0);
+  CHECK(marks(s) == std::vector<bool>{false, false, false});
+  s = steps_of({5000});
+  mark_warmup(s, 0);
+  CHECK(marks(s) == std::vector<bool>{false});
+  // Another process's steps, from `first` on.
+  s = steps_of({100, 100, 800, 100, 100});
+  mark_warmup(s, 2);
+  CHECK(marks(s) == std::vector<bool>{false, false, true, false, false});
+}
+
 }  // namespace torchprof
