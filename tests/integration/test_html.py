@@ -431,8 +431,11 @@ def cpu_only():
     check_eq(attrs["data-step-bars"], [], "step bars visible while folded")
     summary = re.search(r'<details id="tp-breakdown-fold"><summary>(.*?)</summary>', dom)
     share = summary and re.search(r"DataLoader (\d+\.\d)%", summary.group(1))
-    check(share and float(share.group(1)) > 0,
-          f"the fold's summary shows the demo's DataLoader share: {summary and summary.group(1)}")
+    # The share itself depends on how far the loader thread runs ahead on a loaded
+    # machine; the fold must show the figure summary.json has.
+    expected = result.summary["overview"]["breakdown"]["pct"]["dataloader"]
+    check(share and abs(float(share.group(1)) - expected) <= 0.05,
+          f"the fold's summary shows the DataLoader share {expected:.1f}%: {summary and summary.group(1)}")
     image = screenshot(page, (1400, 1000), "cpu_only")
     check_legends(image, attrs["data-legends"], 3, "CPU-only run, timeline legend")
     check_no_clipping(attrs, "CPU-only run")
