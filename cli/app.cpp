@@ -16,6 +16,7 @@
 #include "cli/completion.h"
 #include "cli/control_command.h"
 #include "cli/diff_command.h"
+#include "cli/export_command.h"
 #include "cli/errors.h"
 #include "cli/report_command.h"
 #include "cli/run_command.h"
@@ -64,6 +65,15 @@ constexpr const char* kCheckExamples =
     "  torchprof check torchprof_out --max op:forward:cpu_total_ns=2s --format markdown\n"
     "Exit code 1 when a limit is broken. See man torchprof-check.\n";
 
+constexpr const char* kExportExamples =
+    "Examples:\n"
+    "  torchprof export --type sqlite torchprof_out\n"
+    "  torchprof export -t sqlite -o run.sqlite --force-overwrite true torchprof_out\n"
+    "  sqlite3 torchprof_out/capture.sqlite 'SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL'\n"
+    "Tables as nsys export --type sqlite names them, with TORCH_OPS, TORCH_STEPS and\n"
+    "TORCH_MEMORY. An existing file is kept (exit 2) unless --force-overwrite true.\n"
+    "See man torchprof-export.\n";
+
 constexpr const char* kStartStopExamples =
     "Examples:\n"
     "  torchprof-run --paused -o out -- python train.py &\n"
@@ -83,6 +93,7 @@ const Subcommand kSubcommands[] = {
     {"report", "Analyse a saved capture again", setup_report_command, kReportExamples},
     {"diff", "Compare two runs op by op; --fail-on-regression for CI", setup_diff_command, kDiffExamples},
     {"check", "Fail (exit 1) when a run breaks --max/--min limits", setup_check_command, kCheckExamples},
+    {"export", "Write a run as a SQLite database in nsys's schema", setup_export_command, kExportExamples},
     {"start", "Start recording in a running capture (torchprof-run --paused)", setup_start_command,
      kStartStopExamples},
     {"stop", "Stop recording in a running capture", setup_stop_command, kStartStopExamples},

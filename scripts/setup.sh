@@ -11,11 +11,13 @@ build_packages=(
   build-essential cmake ninja-build pkg-config binutils
   python3  # the test programs' CMake checks for it; torchprof runs Python targets
   libcli11-dev libspdlog-dev libzstd-dev zlib1g-dev doctest-dev nlohmann-json3-dev
+  libsqlite3-dev  # torchprof export --type sqlite (linked statically)
 )
 test_packages=(
   python3-torch  # the Python-target tests; torch.profiler is the reference they compare against
   chromium man-db  # test_html loads report.html headless; test_install renders the man pages
   clang libclang-rt-dev  # libFuzzer for fuzz.capture_smoke
+  sqlite3  # test_sqlite runs its queries with the sqlite3 command line too
 )
 
 usage() {

@@ -16,7 +16,8 @@ import subprocess
 import tp
 from tp import check, check_eq
 
-MAN_PAGES = ["torchprof.1", "torchprof-run.1", "torchprof-report.1", "torchprof-diff.1", "torchprof-check.1"]
+MAN_PAGES = ["torchprof.1", "torchprof-run.1", "torchprof-report.1", "torchprof-diff.1", "torchprof-check.1",
+             "torchprof-export.1"]
 
 
 def build_dir():
@@ -113,7 +114,7 @@ def help_options(args):
 def man_documents_options():
     """Every long option --help lists is in the man page of its command."""
     with_pages = {"run": "torchprof-run.1", "report": "torchprof-report.1", "diff": "torchprof-diff.1",
-                  "check": "torchprof-check.1"}
+                  "check": "torchprof-check.1", "export": "torchprof-export.1"}
     man_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "man")
     for sub, page in with_pages.items():
         _, options = help_options([sub])
@@ -229,7 +230,7 @@ def no_color_on_pipes():
 
 
 SETUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "setup.sh")
-TEST_ONLY = ["python3-torch", "chromium", "clang", "libclang-rt-dev", "man-db"]
+TEST_ONLY = ["python3-torch", "chromium", "clang", "libclang-rt-dev", "man-db", "sqlite3"]
 
 
 def setup_list(*args):

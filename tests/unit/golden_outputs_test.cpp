@@ -21,7 +21,11 @@
 
 #include "analysis_capture_builder.h"
 #include "trace_canonical.h"
+#include "analysis/engine.h"
+#include "formats/sqlite_export.h"
 #include "pipeline/outputs.h"
+
+#include <sqlite3.h>
 
 namespace torchprof {
 
@@ -311,6 +315,90 @@ TEST_CASE("golden outputs: a varied capture, every step recorded") {
 
 TEST_CASE("golden outputs: a varied capture under a schedule") {
   check_against_golden({"scheduled", "wait=1,warmup=1,active=2,repeat=2,skip_first=1"});
+}
+
+// `torchprof export --type sqlite` of the same capture: as many rows as the engine
+// counted, each kind in its nsys table, kernels joined to their launches, and what nsys
+// leaves NULL left NULL.
+TEST_CASE("sqlite export: the varied capture in nsys's tables") {
+  const std::string capture = varied_capture();
+  const fs::path db_path = fs::temp_directory_path() / "torchprof_unit" / "golden_varied.sqlite";
+  fs::remove(db_path);
+  Run run;
+  {
+    SqliteExport db(db_path.string(), "test");
+    EngineOutputs eo;
+    eo.traces = db.factory();
+    run = analyse_capture_file(capture, AnalysisOptions{}, eo);
+    const SqliteExportCounts counts = db.finish(run);
+    CHECK(counts.gpu > 0);
+  }
+  uint64_t api_calls = 0, kernels = 0, copies = 0, memsets = 0, ranges = 0;
+  for (const OpStats& op : run.ops) {
+    if (op.kind == "cuda_api") api_calls += op.calls;
+    if (op.kind == "kernel") kernels += op.calls;
+    if (op.kind == "memcpy") copies += op.calls;
+    if (op.kind == "memset") memsets += op.calls;
+    if (op.kind == "nvtx") ranges += op.calls;
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  auto count = [&](const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    INFO(sql);
+    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+    const int64_t n = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return n;
+  };
+  CHECK(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME") == static_cast<int64_t>(api_calls));
+  CHECK(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == static_cast<int64_t>(kernels));
+  CHECK(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") == static_cast<int64_t>(copies));
+  CHECK(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET") == static_cast<int64_t>(memsets));
+  // The table counts ranges (step markers as one ProfilerStep* row); marks are no rows.
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)") == static_cast<int64_t>(ranges));
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34 AND end IS NOT NULL") == 0);
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34") > 0);
+  // Start/end ranges that ended on another thread say where; none that did not.
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 60 AND endGlobalTid IS NOT NULL") > 0);
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE endGlobalTid = globalTid") == 0);
+  // Named domains are eventType 75 rows, and their ranges point at them.
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 75") > 0);
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS AS n WHERE n.domainId != 0 AND n.eventType != 75 AND NOT EXISTS "
+              "(SELECT 1 FROM NVTX_EVENTS AS d WHERE d.eventType = 75 AND d.domainId = n.domainId "
+              "AND (d.globalTid & ~0xFFFFFF) = (n.globalTid & ~0xFFFFFF))") == 0);
+  CHECK(count("SELECT count(*) FROM NVTX_EVENTS WHERE coalesce(uint64Value, int64Value, doubleValue, "
+              "uint32Value, int32Value, floatValue) IS NOT NULL") > 0);
+  // Every kernel but the one the run warns about is joined to its launch on its process.
+  CHECK(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k WHERE NOT EXISTS (SELECT 1 FROM "
+              "CUPTI_ACTIVITY_KIND_RUNTIME AS r WHERE r.correlationId = k.correlationId AND "
+              "k.globalPid = (r.globalTid & ~0xFFFFFF))") <= 1);
+  CHECK(count("SELECT count(DISTINCT (globalTid >> 24) & 0xFFFFFF) FROM ThreadNames") ==
+        static_cast<int64_t>(run.processes.size()));
+  CHECK(count("SELECT count(*) FROM PROCESSES") == static_cast<int64_t>(run.processes.size()));
+  CHECK(count("SELECT count(*) FROM TORCH_STEPS") == 12);
+  CHECK(count("SELECT count(*) FROM StringIds AS s WHERE s.id IN (SELECT demangledName FROM "
+              "CUPTI_ACTIVITY_KIND_KERNEL) AND s.value = 'gemm_small(float*, float*, float*, int)'") == 1);
+  CHECK(count("SELECT count(*) FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION' AND value = '3.16.1'") == 1);
+  sqlite3_close(db);
+}
+
+TEST_CASE("sqlite export: kernel short names and global thread ids as nsys gives them") {
+  CHECK(kernel_short_name("gemm_small(float*, float*, float*, int)") == "gemm_small");
+  CHECK(kernel_short_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                          "at::detail::Array<char*, 1>>(int, at::native::FillFunctor<float>, "
+                          "at::detail::Array<char*, 1>)") == "vectorized_elementwise_kernel");
+  CHECK(kernel_short_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn");
+  CHECK(kernel_short_name("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>("
+                          "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4::Params)") == "Kernel2");
+  CHECK(kernel_short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") ==
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  const int64_t g = sqlite_global_tid(5081, 5082);
+  CHECK(((g >> 24) & 0xFFFFFF) == 5081);
+  CHECK((g & 0xFFFFFF) == 5082);
+  CHECK(sqlite_global_pid(5081) == (g & ~int64_t{0xFFFFFF}));
+  CHECK(((g >> 48) & 0xFF) == 1);  // the VM id nsys gives a local run
 }
 
 }  // namespace torchprof
