@@ -95,6 +95,7 @@ struct ProcessState {
   const std::vector<std::pair<int64_t, int64_t>>* windows = nullptr;  // capture range; null: everything
   ProcessTraceSink* trace = nullptr;
   std::vector<uint32_t> next_external_id;  // per cycle
+  uint32_t next_module_id = 0;             // the last nn.Module call's id (--with-modules)
   Rows rows;
   // Outputs that stay per process until the run is assembled.
   std::array<IntervalSet, 3> roles;         // runtime, DataLoader, CPU exec (overview.h's order)
@@ -209,8 +210,24 @@ struct ClosedCall {
   int64_t end = 0;
 };
 
+// An open nn.Module call (--with-modules): on a stack of its own, beside the ranges'.
+struct ModuleOpen {
+  int64_t start = 0;
+  int64_t children = 0;       // its direct child ops' and module calls' durations
+  Name name;
+  int32_t step = -1;
+  uint32_t id = 0;
+  uint32_t parent = 0;
+  uint32_t external_id = 0;   // its Python id in its trace; 0 not traced
+  uint32_t parent_external = 0;
+  uint32_t ops = 0;
+  bool kept = true;
+  bool counted = false;
+};
+
 struct ThreadState {
   std::vector<Open> stack;
+  std::vector<ModuleOpen> modules;
   std::vector<ClosedCall> calls;  // closed since the last push or pop, in the order read
   int64_t last_ts = kLongAgo;     // its latest record time: closes ranges never ended
   int64_t boundary = kNever;      // the next start or end of one of its start/end ranges
@@ -301,6 +318,11 @@ class ConnPass {
   int32_t stack_node(ThreadState& t);
   // The nearest kept range at or below stack[pos - 1], or none.
   Open* parent_of(ThreadState& t, size_t pos);
+  // nn.Module calls (--with-modules): pushes and pops of the modules domain.
+  bool is_modules_domain(uint16_t domain);
+  void module_push(const wire::Record& r, uint32_t tid, ThreadState& t);
+  void module_pop(const wire::Record& r, uint32_t tid, ThreadState& t);
+  void close_module(ThreadState& t, uint32_t tid, int64_t end, bool unterminated);
 
   // ---- what an event is ----
   // A slot reference lasts until the next slot() or use() (slots_ may grow).
@@ -375,6 +397,7 @@ class ConnPass {
   std::unordered_map<uint64_t, RangeKind*> domain_kinds_;  // ranges in other domains: slot << 16 | domain
   std::unordered_map<uint16_t, uint32_t> domains_;             // as read: domain -> its name's string id
   std::unordered_map<uint16_t, Name> domain_names_;
+  int32_t modules_domain_ = -1;  // this connection's id of the modules domain, once seen
   std::unordered_map<uint64_t, uint32_t> categories_;
   std::unordered_map<uint64_t, Name> category_names_;
   std::vector<RowStats> side_rows_;  // API calls and kernels

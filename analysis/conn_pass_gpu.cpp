@@ -265,6 +265,7 @@ void ConnPass::emit_gpu(GpuEvent& g, uint32_t /*name_id*/, Launch* call) {
       rec.api_end_ns = call->end_ns;
       rec.api_name = call->name;
       rec.api_runtime = call->runtime;
+      rec.api_tid = call->tid;
     }
   }
   if (st_.wants.timeline != 0) {

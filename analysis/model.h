@@ -192,10 +192,28 @@ struct GpuRecord {
   uint8_t copy_kind = 0;
   uint8_t src_kind = 0;
   uint8_t dst_kind = 0;
+  uint32_t api_tid = 0;       // the launching call's thread, when api_known
   bool api_known = false;
   bool api_runtime = false;  // the launching call is a runtime API call (else driver)
 
   int64_t dur_ns() const { return end_ns - start_ns; }
+};
+
+// The NVTX domain of the Python bootstrap's nn.Module calls (--with-modules).
+constexpr std::string_view kModulesDomain = "torchprof.modules";
+
+// One nn.Module call (--with-modules), of a counted step: "nn.Module: Linear_0" as torch's
+// Python tracer names it. Kept apart from the op tree: it changes no op's times.
+struct ModuleCall {
+  Name name;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t self_ns = 0;   // less its direct child ops and module calls
+  uint32_t tid = 0;
+  int32_t step = -1;
+  uint32_t id = 0;       // from 1 in the process, in order of start
+  uint32_t parent = 0;   // the id of the module call around it on its thread; 0 none
+  uint32_t ops = 0;      // its direct child ops (those with no op around them inside it)
 };
 
 // A collective of a distributed job as one process recorded it (Process::collectives):
@@ -403,6 +421,7 @@ struct Process {
   // c10d ops and backend records of collectives in the counted steps, in order of their
   // ends on each thread (analysis/collectives.h reads them with the NCCL kernels).
   std::vector<CollectiveCall> collectives;
+  std::vector<ModuleCall> module_calls;   // --with-modules, in order of their ends
   std::vector<MemoryEvent> memory_events;  // sorted by ts_ns
   // torch's tensor allocations and frees (--profile-memory) of the traced steps, sorted
   // by ts_ns, with the running totals of all of them (live_bytes); for the traces and

@@ -17,7 +17,8 @@ namespace torchprof {
 struct EventIds {
   int cycle = 0;
   uint32_t external_id = 0;   // ranges and marks: their own, from 1 in each (process, cycle)
-  uint32_t enclosing_id = 0;  // API calls: the External id of the innermost range around them, 0 none
+  uint32_t enclosing_id = 0;  // API calls: the External id of the innermost range around them, 0 none;
+                              // nn.Module calls: the id of the module call around them, 0 none
 };
 
 // What a trace needs of the API call that launched a GPU record.

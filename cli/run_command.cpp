@@ -195,10 +195,14 @@ int write_run_outputs(const RunOptions& options, const std::string& capture,
 std::string pytorch_ops_setting(const RunOptions& options) {
   const bool shapes = options.record_shapes || options.output.group_by_input_shape;
   const bool memory = options.profile_memory || options.output.memory_snapshot;
-  if (!options.pytorch_ops && !shapes && !options.with_stack && !memory && !options.with_flops) return "";
+  if (!options.pytorch_ops && !shapes && !options.with_stack && !memory && !options.with_flops &&
+      !options.with_modules) {
+    return "";
+  }
   std::string value = "ops";
   if (shapes) value += ",shapes";
   if (options.with_flops) value += ",flops";
+  if (options.with_modules) value += ",modules";
   if (options.with_stack) value += ",stack";
   if (memory) value += ",memory";
   return value;
@@ -254,6 +258,9 @@ CommandAction setup_run_command(CLI::App& app, const CommandLine& line) {
   app.add_flag("--with-flops", options->with_flops,
                "Record torch's FLOP count of each operator it counts (conv, matmul, mul, add); adds "
                "a Total FLOPs column (implies --pytorch-ops)");
+  app.add_flag("--with-modules", options->with_modules,
+               "Record each nn.Module call (global module hooks) as torch's Python tracer names it; "
+               "adds the module view (implies --pytorch-ops)");
   app.add_flag("--with-stack", options->with_stack,
                "Record each operator's Python source location; adds a Source Location column "
                "(implies --pytorch-ops)");

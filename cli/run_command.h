@@ -21,6 +21,7 @@ struct RunOptions {
   bool pytorch_ops = false;    // --pytorch-ops: PyTorch operators as cpu_op rows
   bool record_shapes = false;  // --record-shapes: with their input shapes (implies pytorch_ops)
   bool with_flops = false;     // --with-flops: with torch's FLOP counts (implies pytorch_ops)
+  bool with_modules = false;   // --with-modules: nn.Module calls and the module view (implies pytorch_ops)
   bool profile_memory = false; // --profile-memory: torch's tensor allocations per op (implies pytorch_ops)
   bool with_stack = false;     // --with-stack: with their Python source location (implies pytorch_ops)
   bool paused = false;         // --paused: record nothing until `torchprof start|trigger`

@@ -13,6 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/gpu_analysis.h"
+#include "analysis/module_view.h"
 #include "formats/json_writer.h"
 #include "formats/overview_json.h"
 
@@ -525,6 +526,16 @@ std::string render_html_report_data(const Run& run, const TableRows& rows, const
   append_member(out, "gpu_steps", gpu_steps_json(run));
   append_member(out, "memory", memory_json(run, base, options.max_memory_points));
   append_member(out, "table", table_json(rows));
+  // --with-modules: the module view (analysis/module_view.h), only when there is one.
+  if (const std::vector<ModuleRow> modules = module_view(run); !modules.empty()) {
+    Json view = Json::array();
+    for (const ModuleRow& m : modules) {
+      view.push_back({{"pid", m.pid}, {"name", m.name}, {"depth", m.depth}, {"calls", m.occurrences},
+                      {"ops", m.operators}, {"host", m.host_ns}, {"self_host", m.self_host_ns},
+                      {"device", m.device_ns}, {"self_device", m.self_device_ns}});
+    }
+    append_member(out, "modules", view);
+  }
   append_member(out, "left_out", left_out_json(run, omitted));
   append_member(out, "empty_result", options.empty_result);
   append_member(out, "traces", options.traces);

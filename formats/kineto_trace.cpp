@@ -232,6 +232,8 @@ class CycleWriter {
       mark(e, ids.external_id);
     } else if (is_cuda_api(e.kind)) {
       api_call(e, ids.enclosing_id);
+    } else if (e.domain().str() == kModulesDomain) {
+      module_call(e, ids);
     } else {
       range(e, ids.external_id);
     }
@@ -464,6 +466,30 @@ class CycleWriter {
       args(e);
     }
     out_ += "}";
+  }
+
+  // An nn.Module call (--with-modules) as torch's Python tracer writes it: a
+  // python_function event with its Python id, the Python id of the module call around it
+  // (null at the top) and the module's id, the number its name ends with.
+  void module_call(const Event& e, const EventIds& ids) {
+    common_named("X", "python_function", e.name, e.tid, e.start_ns);
+    char* out = json::put(out_.reserve(48), ", \"dur\": ");
+    out_.commit(json::format_us(out, e.dur_ns()));
+    out_ += ", \"args\": {\"Python id\": ";
+    json::append_uint(out_, ids.external_id);
+    out_ += ", \"Python parent id\": ";
+    if (ids.enclosing_id != 0) {
+      json::append_uint(out_, ids.enclosing_id);
+    } else {
+      out_ += "null";
+    }
+    const std::string& name = e.name.str();
+    const size_t digits = name.find_last_not_of("0123456789");
+    if (digits != std::string::npos && digits + 1 < name.size() && name[digits] == '_') {
+      out_ += ", \"Python module id\": ";
+      out_.append(name.data() + digits + 1, name.size() - digits - 1);
+    }
+    out_ += "}}";
   }
 
   // Kineto's cpu_op args: Sequence number (with Fwd thread id, 0 as in torch's traces

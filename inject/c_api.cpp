@@ -70,6 +70,31 @@ TORCHPROF_EXPORT int torchprof_op_pop(void) {
   return tb != nullptr && tb->ops_domain != 0 ? tpi::record_pop(tb, tb->ops_domain) : -1;
 }
 
+// An nn.Module call from the Python bootstrap's global module hooks
+// (python/torchprof/_modules.py, --with-modules), named "nn.Module: <Class>_<n>" as
+// torch's Python tracer names it, in the "torchprof.modules" domain: the collector keeps
+// module calls apart from the op tree (analysis/conn_pass.h), so they change no op's times.
+TORCHPROF_EXPORT int torchprof_module_push(const char* name) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  if (tb == nullptr) return -1;
+  if (tb->modules_domain == 0) {
+    static constexpr char kDomain[] = "torchprof.modules";
+    tb->modules_domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
+    if (tb->modules_domain == 0) return -1;
+  }
+  if (!tpi::capture::fast() && !tpi::capture::admit(tb, name)) return tpi::capture::paused_push(tb, tb->modules_domain);
+  return tpi::record_push(tb, tb->modules_domain, tpi::ascii_name(name), 0, 0);
+}
+
+TORCHPROF_EXPORT int torchprof_module_pop(void) {
+  tpi::CallbackGuard guard;
+  if (!guard.entered()) return -1;
+  tpi::ThreadBuffer* tb = tpi::current_buffer();
+  return tb != nullptr && tb->modules_domain != 0 ? tpi::record_pop(tb, tb->modules_domain) : -1;
+}
+
 // A bracket this narrow is two clock reads with nothing between them but the third.
 constexpr uint64_t kTightBracketNs = 1000;
 

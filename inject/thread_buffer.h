@@ -38,6 +38,7 @@ struct ThreadBuffer {
   uint64_t unrecorded[kDepthSlots] = {};  // bit k: level k was pushed while paused (capture_control.h)
   char scratch[wire::kMaxStringBytes];  // UTF-8 of wide NVTX strings
   uint16_t ops_domain = 0;     // the "torchprof.ops" domain id once looked up (c_api.cpp)
+  uint16_t modules_domain = 0; // the "torchprof.modules" domain id, likewise
   uint64_t segment_bytes = 0;  // every segment of this thread
   bool huge_pages = false;     // segments of 8 MiB or more are asked for 2 MiB pages
   bool map_failed = false;     // the system refused a segment: map none until a spare came

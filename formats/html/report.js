@@ -471,6 +471,37 @@
     return rows.length;
   }
 
+  // The module view (--with-modules): each nn.Module instance, indented by its depth,
+  // with its calls, direct ops and host and device time, in all and self.
+  function renderModules(root, D) {
+    if (!D.modules || !D.modules.length) return 0;
+    var c = card(root, "Modules (nn.Module calls)");
+    var scroll = el("div", "table-scroll"), table = el("table", "ops");
+    table.id = "tp-modules";
+    var hr = el("tr");
+    ["Module", "Calls", "Ops", "Host total", "Host self", "Device total", "Device self"].forEach(function (h) {
+      hr.appendChild(el("th", null, h));
+    });
+    var thead = el("thead"), tbody = el("tbody");
+    thead.appendChild(hr);
+    D.modules.forEach(function (m) {
+      var tr = el("tr"), name = el("td", null, m.name);
+      name.style.paddingLeft = (6 + 14 * m.depth) + "px";
+      name.setAttribute("data-depth", String(m.depth));
+      name.title = "pid " + m.pid;
+      tr.appendChild(name);
+      tr.appendChild(el("td", null, String(m.calls)));
+      tr.appendChild(el("td", null, String(m.ops)));
+      [m.host, m.self_host, m.device, m.self_device].forEach(function (ns) { tr.appendChild(el("td", null, fmtTime(ns))); });
+      tbody.appendChild(tr);
+    });
+    table.appendChild(thead);
+    table.appendChild(tbody);
+    scroll.appendChild(table);
+    c.appendChild(scroll);
+    return D.modules.length;
+  }
+
   // Where the page's bars and legends are, in page pixels, for the tests' screenshots
   // (tests/integration/test_html.py measures them in the image).
   function rect(e) {
@@ -532,6 +563,7 @@
     renderGpuSteps(root, D);
     renderMemory(root, D);
     var tableRows = renderTable(root, D);
+    var moduleRows = renderModules(root, D);
     renderTraces(root, D);
     renderLeftOut(root, D);
     if (errors.length) return;
@@ -540,6 +572,7 @@
     statusEl.setAttribute("data-timeline-tracks", String(D.tracks.length));
     statusEl.setAttribute("data-timeline-labels", JSON.stringify(labels));
     statusEl.setAttribute("data-table-rows", String(tableRows));
+    statusEl.setAttribute("data-module-rows", String(moduleRows));
     statusEl.setAttribute("data-recommendations", String(recommendations));
     statusEl.setAttribute("data-process-levels", String(levels));
     statusEl.setAttribute("data-step-bars", JSON.stringify(geo.bars));

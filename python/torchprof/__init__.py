@@ -50,6 +50,14 @@ class _Api:
             self.op_push.restype = ctypes.c_int
             self.op_pop.argtypes = []
             self.op_pop.restype = ctypes.c_int
+        # nn.Module calls (_modules.py, --with-modules).
+        self.module_push = getattr(lib, "torchprof_module_push", None)
+        self.module_pop = getattr(lib, "torchprof_module_pop", None)
+        if self.module_push is not None and self.module_pop is not None:
+            self.module_push.argtypes = [ctypes.c_char_p]
+            self.module_push.restype = ctypes.c_int
+            self.module_pop.argtypes = []
+            self.module_pop.restype = ctypes.c_int
 
 
 def _load():

@@ -3,7 +3,8 @@
 
 TORCHPROF_PYTORCH_OPS (set by torchprof-run) is a comma list: "ops" turns the capture
 on, "shapes" adds each op's input shapes, "flops" torch's FLOP count of it (the
-observer's path only), "stack" its Python source location. Unset or empty: torch is
+observer's path only), "stack" its Python source location, "modules" each nn.Module
+call (_modules.py). Unset or empty: torch is
 left alone. Each op becomes a range whose message has emit_nvtx's format
 (analysis/op_message.h parses it):
 
@@ -63,6 +64,11 @@ def settings(value):
     stack = "stack" in words
     flops = "flops" in words
     return bool(words & {"ops", "shapes", "stack", "memory", "flops"}), shapes, stack, flops
+
+
+def modules_wanted():
+    """Whether TORCHPROF_PYTORCH_OPS asks for nn.Module calls (--with-modules)."""
+    return "modules" in {w.strip() for w in os.environ.get(_VAR, "").split(",")}
 
 
 def install(torch):

@@ -259,3 +259,12 @@ def install(torch):
     from torchprof import _pytorch_ops
 
     _pytorch_ops.install(torch)
+    if _pytorch_ops.modules_wanted():
+        try:
+            from torchprof import _modules
+
+            why = _modules.install(torch, torchprof._get())
+        except Exception as e:  # noqa: BLE001
+            why = "%s: %s" % (type(e).__name__, e)
+        if why is not None:
+            sys.stderr.write("torchprof: --with-modules: no module calls (%s)\n" % why)

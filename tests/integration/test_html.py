@@ -490,7 +490,24 @@ def empty_run():
     check_no_clipping(attrs, "empty run")
 
 
-SCENARIOS = {"demo": demo, "report_again": report_again, "warnings": warnings_banner,
+def modules():
+    """--with-modules: the module view, each instance once, indented by its depth, in the
+    order summary.json gives them."""
+    from test_python import clean_env, run_py, script
+
+    r = run_py([script("modules_model.py"), "2"], options=["--with-modules"],
+               env=clean_env(XDG_CACHE_HOME=tp.fresh_dir("cache")), timeout=300)
+    dom, attrs = page_layout(r.file("report.html"), (1400, 1000))
+    rows = r.summary["modules"]
+    check_eq(attrs.get("data-module-rows"), str(len(rows)), "module view rows")
+    table = dom[dom.find('id="tp-modules"'):]
+    cells = re.findall(r'<td data-depth="(\d+)"[^>]*style="padding-left: (\d+)px;"[^>]*>([^<]*)</td>', table)
+    check_eq([(name, int(depth)) for depth, _, name in cells], [(m["name"], m["depth"]) for m in rows],
+             "module names and depths, in summary.json's order")
+    check(all(int(px) == 6 + 14 * int(depth) for depth, px, _ in cells), f"indented by depth: {cells[:4]}")
+
+
+SCENARIOS = {"modules": modules, "demo": demo, "report_again": report_again, "warnings": warnings_banner,
              "gpu": gpu, "gpu_memory": gpu_memory, "overview": overview, "step_bars": step_bars,
              "cpu_only": cpu_only, "process_tree": process_tree, "empty_run": empty_run}
 
