@@ -123,13 +123,13 @@ bool StepMarker::matches(const std::string& name) const {
   return prefix_ ? name.starts_with(*prefix_) : std::regex_search(name, regex_);
 }
 
-// By name, plus its shapes when grouped by them, plus its first frames when it has a
-// Python stack (as torch's group_by_stack_n).
-OpStats op_row(const OpInfo& op, bool group_by_input_shape) {
+// By name, plus its shapes when grouped by them, plus its first N frames when it has a
+// Python stack (as torch's key_averages(group_by_stack_n=N); 0: by name alone, no stack).
+OpStats op_row(const OpInfo& op, bool group_by_input_shape, size_t group_by_stack_n) {
   OpStats key;
   key.kind = "cpu_op";
   if (group_by_input_shape) key.input_shapes = op.input_shapes;
-  const size_t frames = std::min(op.stack.size(), kOpStackFrames);
+  const size_t frames = std::min(op.stack.size(), group_by_stack_n);
   key.stack.assign(op.stack.begin(), op.stack.begin() + static_cast<std::ptrdiff_t>(frames));
   return key;
 }

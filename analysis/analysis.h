@@ -22,11 +22,12 @@ struct AnalysisOptions {
   std::string step_marker = "^ProfilerStep#";  // ECMAScript regex on range and mark names
   CaptureRange capture_range;                  // what is outside its windows is dropped first
   bool group_by_input_shape = false;           // cpu_op rows keyed by (name, input shapes) too
+  size_t group_by_stack_n = kOpStackFrames;    // cpu_op rows keyed by their first N frames too (0: not)
 };
 
 // The row a PyTorch op event counts in (kind cpu_op, its shapes when grouped by them,
 // its first Python frames): op_row_key() of it and the row's name identify the row.
-OpStats op_row(const OpInfo& op, bool group_by_input_shape);
+OpStats op_row(const OpInfo& op, bool group_by_input_shape, size_t group_by_stack_n = kOpStackFrames);
 
 // Number of saved cycles (trace files) of a process after compute_steps().
 int cycle_count(const Process& proc);

@@ -787,7 +787,7 @@ void ConnPass::add_rows() {
   const bool shapes = st_.options.group_by_input_shape;
   auto add_range = [&](const RangeKind& k) {
     if (k.op != nullptr) {
-      OpStats row = op_row(*k.op, shapes);
+      OpStats row = op_row(*k.op, shapes, st_.options.group_by_stack_n);
       row.name = k.row_name.str();
       row.flops = k.op->flops * k.stats.calls;
       rows.add(std::move(row), k.stats);

@@ -491,7 +491,7 @@ struct OpStats {
   int64_t self_cuda_memory = 0;
   uint64_t flops = 0;         // cpu_op rows (--with-flops): torch's FLOP counts of its calls, summed
   // cpu_op rows: part of the row's key when grouped by input shape, and when the ops
-  // carry Python stacks (the first kOpStackFrames frames, innermost first).
+  // carry Python stacks (the first frames AnalysisOptions::group_by_stack_n keeps, innermost first).
   std::string input_shapes;
   std::vector<std::string> stack;
 };

@@ -52,6 +52,11 @@ void add_analysis_options(CLI::App& app, OutputOptions& options) {
   app.add_flag("--group-by-input-shape", options.group_by_input_shape,
                "One table row per (operator, input shapes), with an Input Shapes column "
                "(run: implies --record-shapes)");
+  app.add_option("--group-by-stack", options.group_by_stack_n,
+                 "Operators with Python stacks (--with-stack): one row per (operator, first N frames), "
+                 "as key_averages(group_by_stack_n=N); 0: one row per operator, no Source Location")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   app.add_flag("--stats", options.stats,
                "Also print nsys-style summaries of kernels, CUDA API calls and memory "
                "operations (written to stats.txt)");

@@ -68,6 +68,7 @@ AnalysisOptions analysis_options(const OutputOptions& options, std::vector<std::
   AnalysisOptions analysis;
   analysis.step_marker = options.step_marker;
   analysis.group_by_input_shape = options.group_by_input_shape;
+  analysis.group_by_stack_n = static_cast<size_t>(std::max(0, options.group_by_stack_n));
   if (!options.schedule.empty()) {
     std::string error;
     std::string warning;

@@ -33,6 +33,7 @@ struct OutputOptions {
   double straggler_threshold_pct = 10.0;      // merged reports: a rank whose mean step is this much
                                               // above the median rank's is a straggler
   bool group_by_input_shape = false;          // PyTorch op rows keyed by (name, input shapes)
+  int group_by_stack_n = 5;                   // and by their first N Python frames (0: not)
   bool table_only = false;                    // only the table (table.txt): the engine feeds
                                               // nothing else
   bool memory_snapshot = false;               // memory_snapshot.pickle of CUDA tensors

@@ -7,6 +7,7 @@ Expected counts come from the model: per step, each of the two Linear layers run
 aten::addmm forward; backward runs aten::mm for each layer's weight gradient and for
 the input gradient of every layer but the first (the data needs no gradient)."""
 
+import json
 import os
 import re
 import sys
@@ -159,6 +160,29 @@ def with_stack():
     row = next(l for l in lines if l.lstrip().startswith("aten::addmm "))
     check(row.rstrip().endswith("  " + forward) or ("..." in row and forward.endswith(row.rstrip().split("...")[-1])),
           f"aten::addmm's Source Location is the forward call: {row!r}")
+
+    # --group-by-stack N, as key_averages(group_by_stack_n=N): 0 one row per name and no
+    # Source Location; 1 rows keyed by the innermost frame alone, each stack that one frame.
+    by_name = tp.run_report([r.out_dir, "-o", tp.fresh_dir("by_name"), "--group-by-stack", "0", "--format", "json",
+                             "--row-limit", "0"])
+    check_eq(by_name.rc, 0, "report --group-by-stack 0")
+    rows0 = [o for o in json.loads(by_name.stdout)["rows"] if o.get("kind") == "cpu_op"]
+    names0 = [o["name"] for o in rows0]
+    check_eq(len(names0), len(set(names0)), "one row per operator with --group-by-stack 0")
+    check(not any(o.get("stack") for o in rows0), "no stacks in the rows with --group-by-stack 0")
+    check_eq({n: calls_of(s, n) for n in names0}, {o["name"]: o["calls"] for o in rows0}, "calls per operator")
+    one = tp.run_report([r.out_dir, "-o", tp.fresh_dir("one_frame"), "--group-by-stack", "1", "--format", "json",
+                         "--row-limit", "0"])
+    rows1 = [o for o in json.loads(one.stdout)["rows"] if o.get("kind") == "cpu_op"]
+    check(all(len(o.get("stack", [])) <= 1 for o in rows1), "one frame a row with --group-by-stack 1")
+    keys1 = [(o["name"], tuple(o.get("stack", []))) for o in rows1]
+    check_eq(len(keys1), len(set(keys1)), "rows keyed by (name, innermost frame)")
+    want1 = {}
+    for o in s["ops"]:
+        if o.get("kind") == "cpu_op":
+            key = (o["name"], tuple(o.get("stack", [])[:1]))
+            want1[key] = want1.get(key, 0) + o["calls"]
+    check_eq({k: o["calls"] for k, o in zip(keys1, rows1)}, want1, "calls per (name, innermost frame)")
 
     folded = tp.run_report([r.out_dir, "-o", tp.fresh_dir("folded"), "--format", "folded"])
     check_eq(folded.rc, 0, "report --format folded")
