@@ -38,6 +38,7 @@ struct OpInfo {
   int64_t sequence = -1;            // autograd sequence number; -1 none
   uint64_t op_id = 0;               // emit_nvtx's op id; 0 none
   std::string input_shapes;         // "[[2, 3], [3, 4], []]" as torch prints them; "" not recorded
+  std::string input_types;          // "[\"float\", \"Scalar\"]", Kineto's Input type (JSON); "" not recorded
   uint64_t flops = 0;               // torch's FLOP count of one call (--with-flops); 0 none
   std::vector<std::string> stack;   // the program's Python frames, innermost first
 };

@@ -9,7 +9,8 @@ namespace {
 
 constexpr std::string_view kSeparator = ", ";
 constexpr std::string_view kAssign = " = ";
-constexpr std::array<std::string_view, 6> kKeys = {"seq", "op_id", "sizes", "input_op_ids", "stack", "flops"};
+constexpr std::array<std::string_view, 7> kKeys = {"seq", "op_id", "sizes", "input_op_ids", "stack", "flops",
+                                                  "types"};
 // Deeper nesting than a list of tensor lists is not something torch writes.
 constexpr int kMaxDepth = 8;
 
@@ -116,6 +117,33 @@ bool take_input_op_ids(std::string_view& text) {
   }
 }
 
+// types: "[" ["\"" name "\"" (", " "\"" name "\"")*] "]", as torch's dtypesToStr writes
+// them; a name holds no quote, backslash, bracket or control character. Kept as written
+// (it is JSON as it is).
+bool take_types(std::string_view& text, std::string* out) {
+  const std::string_view start = text;
+  if (!text.starts_with('[')) return false;
+  text.remove_prefix(1);
+  if (!text.starts_with(']')) {
+    for (;;) {
+      if (!text.starts_with('"')) return false;
+      text.remove_prefix(1);
+      const size_t close = text.find('"');
+      if (close == std::string_view::npos) return false;
+      for (const char c : text.substr(0, close)) {
+        if (c == '\\' || c == '[' || c == ']' || static_cast<unsigned char>(c) < 0x20) return false;
+      }
+      text.remove_prefix(close + 1);
+      if (text.starts_with(']')) break;
+      if (!text.starts_with(kSeparator)) return false;
+      text.remove_prefix(kSeparator.size());
+    }
+  }
+  text.remove_prefix(1);
+  *out = std::string(start.substr(0, start.size() - text.size()));
+  return true;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
@@ -153,6 +181,8 @@ bool take_field(std::string_view& text, int key, OpInfo& op) {
       return true;
     case 5:
       return take_number(text, &op.flops);
+    case 6:
+      return take_types(text, &op.input_types);
   }
   return false;
 }

@@ -2,10 +2,12 @@
 // the same format from the Python bootstrap's op capture (python/torchprof/_pytorch_ops.py):
 //
 //   <name>[, seq = <n>][, op_id = <id>][, sizes = [[2, 3], [3, 4], []]][, input_op_ids = [(7,0), …]]
-//   [, flops = <n>][, stack = <frame>; <frame>; …]
+//   [, types = ["float", "Scalar", …]][, flops = <n>][, stack = <frame>; <frame>; …]
 //
 // torch writes seq only when >= 0, op_id when > 0 (torch >= 1.13), sizes and input_op_ids
-// only with record_shapes. `flops` is torchprof's own (--with-flops): torch's FLOP count
+// only with record_shapes. `types` is torchprof's own (--record-shapes on the op
+// observer's path): each input's dtype as torch's inputTypes() and dtypesToStr() give it,
+// Kineto's "Input type". `flops` is torchprof's own (--with-flops): torch's FLOP count
 // of the op, as computeFlops gives it. `stack` is too: the program's Python frames,
 // innermost first, each `file(line): function` as torch names stack entries; it is
 // always the last field and runs to the end of the message.

@@ -516,6 +516,10 @@ class CycleWriter {
       out_ += ", \"Input Dims\": ";
       out_ += op.input_shapes;
     }
+    if (!op.input_types.empty()) {  // checked by the parser: JSON as it is
+      out_ += ", \"Input type\": ";
+      out_ += op.input_types;
+    }
     if (op.flops > 0) {  // --with-flops: torch's count of this call
       out_ += ", \"flops\": ";
       json::append_uint(out_, op.flops);

@@ -106,7 +106,8 @@ constexpr Table kTorchOps = {
     "id INTEGER NOT NULL PRIMARY KEY, start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER NOT "
     "NULL, nameId INTEGER NOT NULL REFERENCES StringIds(id), parentId INTEGER REFERENCES TORCH_OPS(id), "
     "depth INTEGER NOT NULL, sequenceNumber INTEGER, inputShapesId INTEGER REFERENCES StringIds(id), "
-    "stackId INTEGER REFERENCES StringIds(id), flops INTEGER, stepId INTEGER REFERENCES TORCH_STEPS(id)"};
+    "stackId INTEGER REFERENCES StringIds(id), flops INTEGER, stepId INTEGER REFERENCES TORCH_STEPS(id), "
+    "inputTypesId INTEGER REFERENCES StringIds(id)"};
 constexpr Table kTorchLaunches = {
     "TORCH_OP_LAUNCHES",
     "opId INTEGER NOT NULL REFERENCES TORCH_OPS(id), globalPid INTEGER NOT NULL, correlationId INTEGER NOT "
@@ -604,6 +605,7 @@ class ProcessRows : public ProcessTraceSink {
       s.bind_opt(10, r.op->stack.empty() ? 0 : state_.string_id(joined_frames(r.op->stack)), !r.op->stack.empty());
       s.bind_opt(11, static_cast<int64_t>(r.op->flops), r.op->flops != 0);
       s.bind_opt(12, step_id(r.step), step_id(r.step) >= 0);
+      s.bind_opt(13, r.op->input_types.empty() ? 0 : state_.string_id(r.op->input_types), !r.op->input_types.empty());
       state_.row(s);
     }
     state_.next_op_id += static_cast<int64_t>(ops_.size());

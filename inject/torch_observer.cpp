@@ -224,7 +224,10 @@ NoContext on_start(const void* rf) {
     const size_t cap = sizeof tb->scratch;
     size_t n = name != nullptr ? strnlen(name, cap / 2) : 0;
     if (n > 0) memcpy(tb->scratch, name, n);
-    if (g_with_shapes) n = shapes_append(rf, tb->scratch, n, cap);
+    if (g_with_shapes) {
+      n = shapes_append(rf, tb->scratch, n, cap);
+      n = types_append(rf, tb->scratch, n, cap);
+    }
     if (g_with_flops) n = flops_append(rf, name, tb->scratch, n, cap);
     if (g_with_stack) n = stack_append(tb->scratch, n, cap);
     record_op_begin(tb, domain, NameRef{tb->scratch, static_cast<uint32_t>(n), 0, nullptr}, word,
@@ -372,6 +375,7 @@ TORCHPROF_EXPORT int torchprof_torch_observer_start(const char* version, int mod
     return 0;
   }
   g_with_shapes = shapes && mode != kObserverTrial;
+  types_style(atoi(wanted));
   g_with_stack = stack;
   g_with_flops = flops;
   cb.bytes[layout->cb_needs_inputs] = shapes || flops ? 1 : 0;

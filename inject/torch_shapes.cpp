@@ -18,8 +18,10 @@ namespace {
 // same return type, the call is the same.
 using Sizes = std::vector<std::vector<int64_t>>;
 using InputSizesFn = Sizes (*)(const void*, bool);
+using InputTypesFn = std::vector<std::string> (*)(const void*);
 
 InputSizesFn g_input_sizes = nullptr;
+InputTypesFn g_input_types = nullptr;
 
 // torch's FLOP count of an op: saveExtraArgs(fn) keeps what computeFlops needs (sizes,
 // stride, padding, dilation, groups) in a std::unordered_map<std::string, c10::IValue>,
@@ -40,10 +42,32 @@ SaveExtraArgsFn g_save_extra_args = nullptr;
 ComputeFlopsFn g_compute_flops = nullptr;
 ClearFn g_clear_args = nullptr;
 
+// Whether Kineto names lists of scalars "ScalarList" (torch 2.x) or leaves them unnamed (1.x).
+bool g_scalar_lists = false;
+
+// inputTypes() names a tensor by its dtype and a scalar or list by its IValue tag; Kineto's
+// "Input type" (torch's InputOutputEncoder) says "Scalar" for every scalar, on 2.x
+// "ScalarList" for a list (of ints, mostly: a tensor list's shapes differ from Kineto's
+// anyway), and nothing for the rest that is not a tensor.
+const std::string& kineto_type(const std::string& type) {
+  static const std::string kScalar = "Scalar";
+  static const std::string kScalarList = "ScalarList";
+  static const std::string kNothing;
+  if (type == "GenericList") return g_scalar_lists ? kScalarList : kNothing;
+  static constexpr const char* kScalarTags[] = {"Int", "Double", "Bool", "ComplexDouble", "SymInt", "SymFloat",
+                                                 "SymBool"};
+  for (const char* tag : kScalarTags) {
+    if (type == tag) return kScalar;
+  }
+  if (type == "None" || type == "String" || type == "Device") return kNothing;
+  return type;
+}
+
 }  // namespace
 
 bool shapes_find(void* (*lookup)(const char*)) {
   g_input_sizes = reinterpret_cast<InputSizesFn>(lookup("_ZN5torch8profiler4impl10inputSizesERKN2at14RecordFunctionEb"));
+  g_input_types = reinterpret_cast<InputTypesFn>(lookup("_ZN5torch8profiler4impl10inputTypesB5cxx11ERKN2at14RecordFunctionE"));
   return g_input_sizes != nullptr;
 }
 
@@ -109,6 +133,36 @@ size_t shapes_append(const void* record_function, char* out, size_t used, size_t
       if (!put_int(out, at, cap, sizes[i][j])) return used;
     }
     if (!put_text(out, at, cap, "]", 1)) return used;
+  }
+  if (!put_text(out, at, cap, "]", 1)) return used;
+  return at;
+}
+
+void types_style(int torch_major) { g_scalar_lists = torch_major >= 2; }
+
+size_t types_append(const void* record_function, char* out, size_t used, size_t cap) {
+  if (g_input_types == nullptr) return used;
+  std::vector<std::string> types;
+  try {
+    types = g_input_types(record_function);
+  } catch (...) {
+    return used;
+  }
+  size_t at = used;
+  static constexpr char kField[] = ", types = [";
+  if (!put_text(out, at, cap, kField, sizeof kField - 1)) return used;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = kineto_type(types[i]);
+    // dtype names are plain words ("float", "long int", "c10::Half"): nothing a JSON
+    // string would need escaped, nor the message's own separators.
+    for (const char c : t) {
+      if (c == '"' || c == '\\' || c == ']' || static_cast<unsigned char>(c) < 0x20) return used;
+    }
+    if (i > 0 && !put_text(out, at, cap, ", ", 2)) return used;
+    if (!put_text(out, at, cap, "\"", 1) || !put_text(out, at, cap, t.data(), t.size()) ||
+        !put_text(out, at, cap, "\"", 1)) {
+      return used;
+    }
   }
   if (!put_text(out, at, cap, "]", 1)) return used;
   return at;

@@ -19,6 +19,14 @@ bool shapes_find(void* (*lookup)(const char*));
 // The slow path: torch allocates the vectors, and may throw (caught here).
 size_t shapes_append(const void* record_function, char* out, size_t used, size_t cap);
 
+// torch::profiler::impl::inputTypes(fn), found by shapes_find when torch exports it (1.13
+// and 2.x do): each input's dtype name as Kineto's "Input type" lists it ("float",
+// "Scalar", "" for None). Appends ", types = ["float", "Scalar"]" (torch's dtypesToStr);
+// as shapes_append otherwise, and nothing when torch lacks the function.
+size_t types_append(const void* record_function, char* out, size_t used, size_t cap);
+// The running torch's major version: how its Kineto names lists (before the observer starts).
+void types_style(int torch_major);
+
 // Finds torch's saveExtraArgs and computeFlops (torch/csrc/profiler/util.h), and the
 // clear() of their map that libtorch exports, through `lookup`. False when one is missing.
 bool flops_find(void* (*lookup)(const char*));

@@ -186,7 +186,8 @@ def compare_shapes(model):
     for a middle step (--schedule, --group-by-input-shape), against the calls per (op,
     input shapes) of torch.profiler(record_shapes=True)'s FunctionEvents in the same
     step of the same script: the rows key_averages(group_by_input_shape=True) sums."""
-    theirs = torch_view(model, "--shapes")["shapes"][MIDDLE]
+    view = torch_view(model, "--shapes")
+    theirs = view["shapes"][MIDDLE]
     cache, env = cache_env()
     r = run_py([PROGRAM, model, str(STEPS)], env=env, timeout=600,
                options=["--record-shapes", "--group-by-input-shape", "--schedule", f"wait={MIDDLE},warmup=0,active=1"])
@@ -206,6 +207,25 @@ def compare_shapes(model):
     check(not missing, f"(op, shapes) rows torch lists that torchprof's step lacks: {missing[:10]}")
     check(not only_ours, f"(op, shapes) rows torch does not list: {only_ours[:10]}")
     check(len(equal) / len(theirs) >= 0.98, f"(op, shapes) rows with equal calls < 98%: {unequal}")
+    # Input type: each input's dtype, on every op with Input Dims, one per input.
+    typed = {}
+    for e in tp.all_trace_events(r, ph="X", cat="cpu_op"):
+        dims = e["args"].get("Input Dims")
+        if not dims:
+            continue
+        types = e["args"].get("Input type")
+        check(isinstance(types, list) and len(types) == len(dims), f"Input type beside Input Dims: {e}")
+        typed.setdefault(e["name"] + "\t" + json.dumps(dims), set()).add(json.dumps(types))
+    addmm = [k for k in typed if k.startswith("aten::addmm\t")]
+    check(addmm and all(json.loads(t)[:3] == ["float"] * 3 for k in addmm for t in typed[k]),
+          f"aten::addmm's tensors are float: {[typed[k] for k in addmm]}")
+    if view.get("types") is not None:  # torch with Kineto: its own Input type, per (op, shapes)
+        kineto = view["types"]
+        common = [k for k in typed if k in kineto]
+        same = [k for k in common if sorted(typed[k]) == kineto[k]]
+        print(f"{model}: Input type equal to Kineto's for {len(same)} of {len(common)} (op, shapes) keys")
+        check(common and len(same) / len(common) >= 0.98,
+              f"Input type unlike Kineto's: {[(k, sorted(typed[k]), kineto[k]) for k in common if k not in same][:5]}")
 
 
 def compare_flops(model):

@@ -191,6 +191,26 @@ TEST_CASE("torchprof's stack field: frames innermost first, to the end of the me
   CHECK(op.stack == std::vector<std::string>{"a.py(1): f"});
 }
 
+TEST_CASE("torchprof's types field: each input's dtype, kept as the JSON list torch writes") {
+  OpInfo op = parsed("aten::add, sizes = [[2, 3], [], []], types = [\"float\", \"Scalar\", \"\"], flops = 6");
+  CHECK(op.input_shapes == "[[2, 3], [], []]");
+  CHECK(op.input_types == "[\"float\", \"Scalar\", \"\"]");
+  CHECK(op.flops == 6);
+  CHECK(parsed("aten::ones, types = []").input_types == "[]");
+  CHECK(parsed("aten::mm, types = [\"long int\", \"c10::Half\"]").input_types == "[\"long int\", \"c10::Half\"]");
+  const char* malformed[] = {
+      "aten::mm, types = [float]",              // not quoted
+      "aten::mm, types = [\"float\"",           // never closed
+      "aten::mm, types = [\"float\",\"int\"]",  // not torch's separator
+      "aten::mm, types = [\"a\\\"b\"]",          // a backslash in a name
+      "aten::mm, types = [\"float]",            // an unterminated name
+  };
+  for (const char* m : malformed) {
+    CAPTURE(m);
+    CHECK_FALSE(parse_op_message(m).has_value());
+  }
+}
+
 TEST_CASE("plain names and malformed messages are not ops; nothing throws") {
   CHECK_FALSE(parse_op_message("forward").has_value());
   CHECK_FALSE(parse_op_message("").has_value());

@@ -159,6 +159,23 @@ def rows_per_step(prof, key_of):
     return out
 
 
+def input_types(prof):
+    """{"name\tshapes": sorted distinct dtype lists} over the whole run, from Kineto's own
+    events (KinetoEvent.dtypes(), what its trace writes as "Input type"); None where this
+    torch has no Kineto (Debian's 1.13)."""
+    results = getattr(prof.profiler, "kineto_results", None)
+    if results is None:
+        return None
+    out = {}
+    for e in results.events():
+        if not hasattr(e, "dtypes") or not e.shapes():
+            continue
+        key = e.name() + "\t" + json.dumps(list(e.shapes()))
+        types = json.dumps(list(e.dtypes()))
+        out.setdefault(key, set()).add(types)
+    return {k: sorted(v) for k, v in out.items()}
+
+
 def flops_per_step(prof):
     """Per ProfilerStep#k: {name: FLOPs} summed over torch's FunctionEvents in the step
     (what key_averages() adds up per name), for the names with FLOPs."""
@@ -305,6 +322,7 @@ def main():
         result = summarize(prof)
         if shapes:
             result["shapes"] = rows_per_step(prof, lambda e: json.dumps(e.input_shapes))
+            result["types"] = input_types(prof)
         if flops:
             result["flops"] = flops_per_step(prof)
         if stacks:
