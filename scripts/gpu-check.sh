@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Checks torchprof on a real GPU (docs/gpu.md, "Checking on a GPU"). Run from the repository root:
 #   scripts/gpu-check.sh [--dry] [BUILD_DIR]     (default build; results in $OUT, default ./gpu-check-out)
+#   scripts/gpu-check.sh --bundle DIR [BUILD_DIR]   the check and what it needs, for a GPU machine:
+#                                                   there, DIR/gpu-check.sh [--dry]
 # The cases: CUDA 13 launch attribution on tests/nvcc/cuda13_sample.cu built with -cudart shared
 # and statically (nvcc's default), with its synchronisations and trace fields; kernel counts and
 # times against CUDA events on long kernels (scripts/gpu/cuda_sample.cu); a PyTorch loop under
@@ -18,17 +20,67 @@
 # needed, a gpu_workload script stands in, and its verdicts say "[stand-in]".
 set -u
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# --bundle DIR [BUILD]: what the check needs, for a machine that has none of this tree:
+# DIR/gpu-check.sh (this script), DIR/gpu/ (its programs), DIR/tests/nvcc/ (the CUDA 13
+# sample's source) and DIR/build/ with the stripped tools, the injected library, the
+# Python bootstrap and, for --dry, the fake CUPTI and runtime and their test programs.
+# Only glibc and libstdc++ are needed where it runs; it works from wherever it is copied
+# to (DIR/BUNDLE marks it). At most 20 MiB.
+make_bundle() {
+  local dir=$1 build
+  build=$(cd "$2" 2>/dev/null && pwd) || { echo "gpu-check: no build directory $2" >&2; exit 1; }
+  [[ -e $dir ]] && { echo "gpu-check: $dir exists: give a new directory" >&2; exit 2; }
+  local f missing=""
+  for f in bin/torchprof bin/torchprof-run bin/gpu_workload lib/libtorchprof_inject.so share/torchprof/python \
+      lib/fake_cupti/libfake_cupti.so lib/fake_cuda/libcudart.so.13 tests/programs/fake_torch_loop; do
+    [[ -e $build/$f ]] || missing+="$f "
+  done
+  [[ -z $missing ]] || { echo "gpu-check: $build lacks $missing(a build with TORCHPROF_BUILD_TESTS=ON)" >&2; exit 1; }
+  mkdir -p "$dir/build/bin" "$dir/build/lib/fake_cupti" "$dir/build/lib/fake_cuda" "$dir/build/share" \
+    "$dir/build/tests/programs" "$dir/tests/nvcc" || exit 1
+  for f in bin/torchprof bin/torchprof-run bin/gpu_workload lib/libtorchprof_inject.so \
+      lib/fake_cupti/libfake_cupti.so lib/fake_cuda/libcudart.so.13 tests/programs/fake_torch_loop; do
+    strip --strip-unneeded -o "$dir/build/$f" "$build/$f" || exit 1
+  done
+  ln -s libcudart.so.13 "$dir/build/lib/fake_cuda/libcudart.so"
+  cp -a "$build/share/torchprof" "$dir/build/share/"
+  cp -a "$HERE/gpu" "$dir/gpu"
+  cp "$HERE/gpu-check.sh" "$dir/gpu-check.sh"
+  cp "$HERE/../tests/nvcc/cuda13_sample.cu" "$dir/tests/nvcc/"
+  git -C "$HERE/.." rev-parse --short HEAD >"$dir/BUNDLE" 2>/dev/null || echo "?" >"$dir/BUNDLE"
+  local bytes
+  bytes=$(du -sb "$dir" | cut -f1)
+  echo "gpu-check: bundle $dir: $((bytes / 1024)) KiB, commit $(cat "$dir/BUNDLE")"
+  ldd "$dir/build/bin/torchprof-run" "$dir/build/lib/libtorchprof_inject.so" | sed 's/^/  /'
+  if ((bytes > 20 * 1024 * 1024)); then
+    echo "gpu-check: the bundle is over 20 MiB" >&2
+    exit 1
+  fi
+  exit 0
+}
+if [[ ${1:-} == --bundle ]]; then
+  [[ -n ${2:-} ]] || { echo "usage: scripts/gpu-check.sh --bundle DIR [BUILD_DIR]" >&2; exit 2; }
+  make_bundle "$2" "${3:-build}"
+fi
+
 DRY=${GPU_CHECK_DRY:-0}
 if [[ ${1:-} == --dry ]]; then
   DRY=1
   shift
 fi
-BUILD=${1:-build}
+# A bundle checks its own build (DIR/build) and holds the sources the check compiles.
+if [[ -f $HERE/BUNDLE ]]; then
+  REPO=$HERE
+  BUILD=${1:-$HERE/build}
+else
+  REPO=$(dirname "$HERE")
+  BUILD=${1:-build}
+fi
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || { echo "gpu-check: no build directory ${1:-build}" >&2; exit 1; }
 OUT=${OUT:-./gpu-check-out}
 PY=${PYTHON:-python3}
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(dirname "$HERE")
 GPU_DIR="$HERE/gpu"
 BUDGET=${GPU_CHECK_BUDGET_S:-330}
 ((BUDGET > 360)) && BUDGET=360

@@ -8,6 +8,7 @@ build used while pulling in none of the test-only ones.
 Needs TP_CMAKE (the cmake that configured the build) besides tp.py's variables."""
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -82,6 +83,43 @@ def relocated_run():
         check_eq(proc.returncode, 0, "exit code of the relocated Python run: " + proc.stderr.decode(errors="replace"))
         check(os.path.realpath(py_dir) in proc.stdout.decode(),
               f"the bootstrap on sys.path is not the copied tree's: {proc.stdout.decode()!r}")
+
+
+def gpu_bundle():
+    """scripts/gpu-check.sh --bundle: at most 20 MiB, nothing needed but glibc and
+    libstdc++, and from a copy elsewhere its torchprof-run profiles a program with its own
+    injected library and Python bootstrap, and its check is the bundle's own."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu-check.sh")
+    made = os.path.join(tp.fresh_dir("bundle"), "b")
+    proc = subprocess.run(["bash", script, "--bundle", made, build_dir()], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=120)
+    check_eq(proc.returncode, 0, "gpu-check.sh --bundle: " + proc.stderr.decode(errors="replace")[-2000:])
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(made) for f in fs
+               if not os.path.islink(os.path.join(d, f)))
+    check(size <= 20 * 1024 * 1024, f"the bundle is {size} bytes, over 20 MiB")
+    allowed = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2"}
+    for rel in ("build/bin/torchprof-run", "build/bin/torchprof", "build/lib/libtorchprof_inject.so"):
+        out = subprocess.run(["readelf", "-d", os.path.join(made, rel)], stdout=subprocess.PIPE, timeout=30).stdout
+        needed = set(re.findall(r"\(NEEDED\).*\[(.*)\]", out.decode()))
+        if any(n.startswith(("libasan", "libubsan", "libtsan")) for n in needed):
+            print(f"{rel}: a sanitizer build, its runtime needed: dependencies not checked")
+            continue
+        check(needed and needed <= allowed, f"{rel} needs {sorted(needed - allowed)}")
+        sections = subprocess.run(["readelf", "-S", os.path.join(made, rel)], stdout=subprocess.PIPE, timeout=30)
+        check(b".debug_info" not in sections.stdout, f"{rel} is stripped")
+    moved = os.path.join(tp.fresh_dir("bundle_moved"), "copy")
+    shutil.copytree(made, moved, symlinks=True)
+    shutil.rmtree(made)
+    out_dir = os.path.join(tp.fresh_dir("bundle_out"), "out")
+    run = subprocess.run([os.path.join(moved, "build", "bin", "torchprof-run"), "-q", "-o", out_dir, "--",
+                          tp.program("nvtx_nested")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=90,
+                         env=clean_env(), stdin=subprocess.DEVNULL)
+    check_eq(run.returncode, 0, "the moved bundle's torchprof-run: " + run.stderr.decode(errors="replace")[-1500:])
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        summary = json.load(f)
+    check(sum(p["events"] for p in summary["processes"]) > 0, "the moved bundle recorded events")
+    check(os.path.isfile(os.path.join(moved, "BUNDLE")) and os.path.isfile(os.path.join(moved, "gpu-check.sh")),
+          "the bundle's own check")
 
 
 def man_pages():
@@ -312,7 +350,7 @@ def python_module():
              "import torchprof through torchprof.pth")
 
 
-SCENARIOS = {"relocated_run": relocated_run, "python_module": python_module, "man_pages": man_pages,
+SCENARIOS = {"gpu_bundle": gpu_bundle, "relocated_run": relocated_run, "python_module": python_module, "man_pages": man_pages,
              "man_documents_options": man_documents_options, "completion": completion,
              "version": version, "no_color": no_color_on_pipes, "help_texts": help_texts,
              "setup_packages": setup_packages}
