@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "analysis/analysis.h"
 #include "analysis/rank_steps.h"
@@ -64,6 +66,30 @@ const char* source_name(CollectiveSource s) {
 }
 
 }  // namespace
+
+std::string collective_dtype(std::string_view input_types) {
+  // TypeMeta's names of the dtypes (what Input type lists) and c10's ScalarType names.
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"float", "Float"},          {"double", "Double"},      {"c10::Half", "Half"},
+      {"c10::BFloat16", "BFloat16"}, {"long int", "Long"},    {"int", "Int"},
+      {"short int", "Short"},      {"signed char", "Char"},   {"unsigned char", "Byte"},
+      {"bool", "Bool"},            {"c10::complex<float>", "ComplexFloat"},
+      {"c10::complex<double>", "ComplexDouble"}, {"c10::complex<c10::Half>", "ComplexHalf"},
+  };
+  size_t at = 0;
+  while ((at = input_types.find('"', at)) != std::string_view::npos) {
+    const size_t end = input_types.find('"', at + 1);
+    if (end == std::string_view::npos) break;
+    const std::string_view type = input_types.substr(at + 1, end - at - 1);
+    at = end + 1;
+    if (type.empty() || type == "Scalar" || type == "ScalarList" || type == "TensorList") continue;
+    for (const auto& [meta, scalar] : kNames) {
+      if (type == meta) return std::string(scalar);
+    }
+    return type.starts_with("c10::") ? std::string(type.substr(5)) : std::string(type);
+  }
+  return "";
+}
 
 std::string kineto_collective_name(std::string_view recorded) {
   std::string_view name;

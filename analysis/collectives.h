@@ -62,6 +62,11 @@ std::string kineto_collective_name(std::string_view recorded);
 // the sum over its tensors of the product of their sizes; -1 when none is shown.
 int64_t shape_elements(std::string_view shapes);
 
+// Kineto's "dtype" of a collective (c10's ScalarType name: "Float", "BFloat16", "Long")
+// from an op's Input type ("[\"float\", \"Scalar\"]", --record-shapes): its first tensor's
+// dtype; "" when it has none.
+std::string collective_dtype(std::string_view input_types);
+
 // Whether a GPU kernel is NCCL's (communication, not compute).
 bool is_nccl_kernel(std::string_view name);
 

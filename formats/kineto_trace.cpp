@@ -553,6 +553,10 @@ class CycleWriter {
       out_ += ", \"Group size\": ";
       json::append_int(out_, world_size_);
     }
+    if (const std::string dtype = collective_dtype(op.input_types); !dtype.empty()) {
+      out_ += ", \"dtype\": ";
+      json::append_string(out_, dtype);
+    }
     out_ += ", \"In split size\": \"[]\", \"Out split size\": \"[]\", \"Process Group Name\": \"0\"";
     if (world_size_ > 0) {
       std::string ranks = "[";

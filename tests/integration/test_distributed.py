@@ -100,8 +100,8 @@ def ddp_one_run():
             a = e["args"]
             check_eq((a["Collective name"], a["In msg nelems"], a["Out msg nelems"], a["Group size"]),
                      ("allreduce", elems, elems, WORLD), f"{path}: all_reduce args {a}")
-            check_eq((a["In split size"], a["Out split size"], a["Process Group Ranks"]),
-                     ("[]", "[]", "[0, 1, 2, 3]"), f"{path}: all_reduce args {a}")
+            check_eq((a["In split size"], a["Out split size"], a["Process Group Ranks"], a.get("dtype")),
+                     ("[]", "[]", "[0, 1, 2, 3]", "Float"), f"{path}: all_reduce args {a}")
         calls = tp.trace_events(trace, ph="X", name="c10d::allreduce_")
         check_eq(len(calls), STEPS, f"{path}: c10d::allreduce_ events")
         check_eq(calls[0]["args"]["Collective name"], "allreduce", f"{path}: c10d op args")

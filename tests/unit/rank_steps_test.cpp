@@ -381,3 +381,17 @@ TEST_CASE("rank collectives: names as Kineto gives them, elements from shapes") 
 }
 
 }  // namespace torchprof
+
+namespace torchprof {
+
+TEST_CASE("a collective's dtype is its first tensor's, as c10 names the ScalarType") {
+  CHECK(collective_dtype(R"(["float"])") == "Float");
+  CHECK(collective_dtype(R"(["", "Scalar", "c10::BFloat16", "float"])") == "BFloat16");
+  CHECK(collective_dtype(R"(["ScalarList", "long int"])") == "Long");
+  CHECK(collective_dtype(R"(["c10::Float8_e4m3fn"])") == "Float8_e4m3fn");
+  CHECK(collective_dtype(R"(["Scalar", ""])").empty());
+  CHECK(collective_dtype("").empty());
+  CHECK(collective_dtype(R"(["unterminated)").empty());
+}
+
+}  // namespace torchprof
