@@ -16,6 +16,23 @@
 
 namespace tpi = torchprof::inject;
 
+namespace {
+
+// A push into one of the library's own domains, whose id `cached` (in the thread's buffer)
+// is looked up under the registry's lock once per thread buffer: once per thread, and
+// again in a forked child, which starts with fresh buffers.
+int own_domain_push(tpi::ThreadBuffer* tb, uint16_t& cached, const char* domain, size_t domain_len,
+                    const char* name) {
+  if (cached == 0) {
+    cached = tpi::registry_domain(tb, domain, domain_len);
+    if (cached == 0) return -1;  // no domain id left: not recorded
+  }
+  if (!tpi::capture::fast() && !tpi::capture::admit(tb, name)) return tpi::capture::paused_push(tb, cached);
+  return tpi::record_push(tb, cached, tpi::ascii_name(name), 0, 0);
+}
+
+}  // namespace
+
 extern "C" {
 
 // Same records and return values as nvtxRangePushA / nvtxRangePop / nvtxMarkA
@@ -46,21 +63,14 @@ TORCHPROF_EXPORT void torchprof_mark(const char* name) {
 
 // A PyTorch op range from the Python bootstrap (python/torchprof/_pytorch_ops.py):
 // the message in emit_nvtx's format, in the "torchprof.ops" domain that tells the
-// collector every range in it is an op (analysis/op_message.h). The domain id is
-// looked up (under the registry's lock) once per thread buffer, so once per thread
-// and again in a forked child, which starts with fresh buffers.
+// collector every range in it is an op (analysis/op_message.h).
 TORCHPROF_EXPORT int torchprof_op_push(const char* message) {
   tpi::CallbackGuard guard;
   if (!guard.entered()) return -1;
   tpi::ThreadBuffer* tb = tpi::current_buffer();
   if (tb == nullptr) return -1;
-  if (tb->ops_domain == 0) {
-    static constexpr char kDomain[] = "torchprof.ops";
-    tb->ops_domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
-    if (tb->ops_domain == 0) return -1;  // no domain id left: not recorded as an op
-  }
-  if (!tpi::capture::fast() && !tpi::capture::admit(tb, message)) return tpi::capture::paused_push(tb, tb->ops_domain);
-  return tpi::record_push(tb, tb->ops_domain, tpi::ascii_name(message), 0, 0);
+  static constexpr char kDomain[] = "torchprof.ops";
+  return own_domain_push(tb, tb->ops_domain, kDomain, sizeof(kDomain) - 1, message);
 }
 
 TORCHPROF_EXPORT int torchprof_op_pop(void) {
@@ -79,13 +89,8 @@ TORCHPROF_EXPORT int torchprof_module_push(const char* name) {
   if (!guard.entered()) return -1;
   tpi::ThreadBuffer* tb = tpi::current_buffer();
   if (tb == nullptr) return -1;
-  if (tb->modules_domain == 0) {
-    static constexpr char kDomain[] = "torchprof.modules";
-    tb->modules_domain = tpi::registry_domain(tb, kDomain, sizeof(kDomain) - 1);
-    if (tb->modules_domain == 0) return -1;
-  }
-  if (!tpi::capture::fast() && !tpi::capture::admit(tb, name)) return tpi::capture::paused_push(tb, tb->modules_domain);
-  return tpi::record_push(tb, tb->modules_domain, tpi::ascii_name(name), 0, 0);
+  static constexpr char kDomain[] = "torchprof.modules";
+  return own_domain_push(tb, tb->modules_domain, kDomain, sizeof(kDomain) - 1, name);
 }
 
 TORCHPROF_EXPORT int torchprof_module_pop(void) {
