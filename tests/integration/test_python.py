@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 import tp
-from tp import check, check_eq, check_close, ms
+from tp import check, check_eq, check_close, check_timing, ms
 
 PY_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs", "py"))
 PYTHON = sys.executable
@@ -241,6 +241,26 @@ def data_loader_ranges():
              "torch.profiler's rows for the same loop")
 
 
+def loader_advice():
+    """The DataLoader advice from the steady steps: a loader whose first sample takes 60 ms
+    (a dataset opening its files) and the rest nothing draws no advice, though its whole
+    run is 30% DataLoader; one that takes 2 ms a sample is still flagged, the line saying
+    what it was judged on."""
+    common = ["--epochs", "1", "--samples", "20", "--batch", "1", "--compute-ms", "5", "--first-ms", "60"]
+    fast = run_py([script("data_loader.py"), "--sample-ms", "0"] + common)
+    b = fast.summary["overview"]["breakdown"]
+    check(b["steps"][0]["warmup"] and not any(s["warmup"] for s in b["steps"][1:]),
+          f"step 0 is warm-up, the rest steady: {[(s['dur_ns'], s['warmup']) for s in b['steps']]}")
+    check_timing(b["pct"]["dataloader"] > 5 >= b["steady"]["pct"]["dataloader"],
+                 f"DataLoader over 5% of the whole run, not of the steady steps: {b['pct']} {b['steady']['pct']}")
+    ids = [r["id"] for r in fast.summary["overview"]["recommendations"]]
+    check("dataloader" not in ids, f"no DataLoader advice for a fast loader: {ids}")
+    slow = run_py([script("data_loader.py"), "--sample-ms", "2"] + common)
+    texts = [r["text"] for r in slow.summary["overview"]["recommendations"] if r["id"] == "dataloader"]
+    check_timing(len(texts) == 1, f"the slow loader is flagged: {slow.summary['overview']['recommendations']}")
+    check("over 19 steady steps after 1 of warm-up" in texts[0], f"what the advice was judged on: {texts[0]}")
+
+
 def data_loader_workers():
     r = run_py([script("data_loader.py"), "--workers", "2"] + LOADER_ARGS, options=WHOLE_RUN)
     _, durations = loader_ranges(r, "_MultiProcessingDataLoaderIter")
@@ -414,7 +434,7 @@ def exception():
 
 
 SCENARIOS = [auto_steps, steps_apart, schedule, user_steps, own_markers, one_step, two_optimizers, gan_steps, critic_steps,
-             nested_step, wrapped_optimizer, data_loader_ranges, data_loader_workers, data_loader_own_profiler,
+             nested_step, wrapped_optimizer, data_loader_ranges, data_loader_workers, data_loader_own_profiler, loader_advice,
              data_loader_ops, no_bootstrap, annotations,
              noop_outside, pool_fork, pool_spawn, pool_forkserver, own_sitecustomize, system_sitecustomize,
              no_extra_modules, pythonpath, shebang, exit_code, exception]
