@@ -43,7 +43,8 @@ if (($# == 0)); then
     test_memory.steady test_memory.cache test_memory.counters \
     test_python.auto_steps test_python.nested_step test_python.two_optimizers test_python.gan_steps \
     test_python.data_loader_ranges test_pytorch_ops.counts test_pytorch_ops.shapes test_pytorch_ops.with_stack \
-    test_pytorch_ops.own_profiler test_modules.module_tree test_modules.raised test_sqlite.torch_ops
+    test_pytorch_ops.own_profiler test_modules.module_tree test_modules.raised test_sqlite.torch_ops \
+    test_python.loader_advice
 fi
 
 # The build and the tests at the paths the build refers to.
