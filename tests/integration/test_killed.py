@@ -46,7 +46,11 @@ def killed_before_first_flush():
     s, p = _killed("after", 1000, 0)
     ops = {o["name"]: o["calls"] for o in s.get("ops", [])}
     if p.get("events", 0) == 0:
-        check("before anything it recorded reached the collector" in " ".join(p["warnings"]),
+        # Nothing read: either its connection never came, or it came but the kill was
+        # before the buffers were handed over (on a loaded machine); both say so.
+        said = " ".join(p["warnings"])
+        check("before anything it recorded reached the collector" in said or
+              ("ended by signal 9" in said and "are lost" in said),
               f"no warning that nothing was read: {p['warnings']}")
     else:
         _recovered(p)
