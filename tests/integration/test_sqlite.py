@@ -290,7 +290,37 @@ def op_launches():
     con.close()
 
 
-SCENARIO_FUNCS = {"op_launches": op_launches, "nvcc_sample": nvcc_sample, "existing_file": existing_file, "missing_run": missing_run,
+def tensor_memory():
+    """TORCH_MEMORY (--profile-memory): one row per tensor allocation and free of the
+    trace's [memory] events, with the same bytes, each in the step that holds it; a leaking loop's
+    live bytes at its last step boundary above its first."""
+    import test_memory as tm
+
+    r, leak = tm.loop("append")
+    check(leak is not None, "the loop leaks")
+    export(["--type", "sqlite", r.out_dir])
+    con = sqlite3.connect(os.path.join(r.out_dir, "capture.sqlite"))
+    rows = con.execute("SELECT timestamp, bytes, deviceType, stepId FROM TORCH_MEMORY ORDER BY timestamp, rowid").fetchall()
+    events = [e for e in tp.all_trace_events(r, ph="i", name="[memory]")]
+    check_eq(len(rows), len(events), "TORCH_MEMORY rows and the traces' [memory] events")
+    check_eq(sorted(b for _, b, _, _ in rows), sorted(e["args"]["Bytes"] for e in events), "their bytes")
+    check(sum(step is not None for _, _, _, step in rows) > len(rows) // 2, "the rows of the steps")
+    misplaced = con.execute(
+        "SELECT count(*) FROM TORCH_MEMORY AS m WHERE (m.stepId IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+        "TORCH_STEPS AS s WHERE s.id = m.stepId AND m.timestamp BETWEEN s.start AND s.end)) OR (m.stepId IS NULL "
+        "AND EXISTS (SELECT 1 FROM TORCH_STEPS AS s WHERE m.timestamp > s.start AND m.timestamp < s.end))").fetchone()[0]
+    check_eq(misplaced, 0, "rows whose step does not hold them, or outside every step but inside one")
+    # Live bytes at the end of each step, from the running sum: the leak makes them grow.
+    ends = con.execute(
+        "WITH live AS (SELECT stepId, timestamp, sum(bytes) OVER (ORDER BY timestamp, rowid) AS b FROM TORCH_MEMORY) "
+        "SELECT l.stepId, (SELECT b FROM live AS l2 WHERE l2.stepId = l.stepId ORDER BY timestamp DESC LIMIT 1) "
+        "FROM live AS l WHERE l.stepId IS NOT NULL GROUP BY l.stepId ORDER BY l.stepId").fetchall()
+    con.close()
+    check(len(ends) >= 3 and ends[-1][1] - ends[0][1] >= leak["bytes_per_step"] * (len(ends) - 2),
+          f"live bytes at each step's end grow by the leak: {ends}, {leak['bytes_per_step']} a step")
+
+
+SCENARIO_FUNCS = {"tensor_memory": tensor_memory, "op_launches": op_launches, "nvcc_sample": nvcc_sample, "existing_file": existing_file, "missing_run": missing_run,
                   "damaged": damaged, "torch_ops": torch_ops}
 
 if __name__ == "__main__":
