@@ -323,6 +323,7 @@ class ConnPass {
   void module_push(const wire::Record& r, uint32_t tid, ThreadState& t);
   void module_pop(const wire::Record& r, uint32_t tid, ThreadState& t);
   void close_module(ThreadState& t, uint32_t tid, int64_t end, bool unterminated);
+  void close_modules(ThreadState& t, uint32_t tid);
 
   // ---- what an event is ----
   // A slot reference lasts until the next slot() or use() (slots_ may grow).
@@ -398,6 +399,7 @@ class ConnPass {
   std::unordered_map<uint16_t, uint32_t> domains_;             // as read: domain -> its name's string id
   std::unordered_map<uint16_t, Name> domain_names_;
   int32_t modules_domain_ = -1;  // this connection's id of the modules domain, once seen
+  uint16_t other_domain_ = 0;    // the last domain found not to be it
   std::unordered_map<uint64_t, uint32_t> categories_;
   std::unordered_map<uint64_t, Name> category_names_;
   std::vector<RowStats> side_rows_;  // API calls and kernels

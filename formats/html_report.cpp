@@ -528,13 +528,7 @@ std::string render_html_report_data(const Run& run, const TableRows& rows, const
   append_member(out, "table", table_json(rows));
   // --with-modules: the module view (analysis/module_view.h), only when there is one.
   if (const std::vector<ModuleRow> modules = module_view(run); !modules.empty()) {
-    Json view = Json::array();
-    for (const ModuleRow& m : modules) {
-      view.push_back({{"pid", m.pid}, {"name", m.name}, {"depth", m.depth}, {"calls", m.occurrences},
-                      {"ops", m.operators}, {"host", m.host_ns}, {"self_host", m.self_host_ns},
-                      {"device", m.device_ns}, {"self_device", m.self_device_ns}});
-    }
-    append_member(out, "modules", view);
+    append_member(out, "modules", module_view_json(modules));
   }
   append_member(out, "left_out", left_out_json(run, omitted));
   append_member(out, "empty_result", options.empty_result);

@@ -36,6 +36,12 @@ namespace fs = std::filesystem;
 constexpr size_t kFlushBytes = 1 << 20;
 constexpr size_t kBlockBytes = kFlushBytes + (64 << 10);  // a block is handed on once it passes kFlushBytes
 constexpr const char* kStepPrefix = "ProfilerStep#";
+
+// The interned name of the modules domain: a range's domain is compared by identity.
+const Name& modules_domain() {
+  static const Name name(kModulesDomain);
+  return name;
+}
 // Cycles of one process whose files are open at once; another one's first event closes
 // the one used least lately (it is opened again, to append, if more of it comes).
 constexpr size_t kMaxOpenCycles = 8;
@@ -232,7 +238,7 @@ class CycleWriter {
       mark(e, ids.external_id);
     } else if (is_cuda_api(e.kind)) {
       api_call(e, ids.enclosing_id);
-    } else if (e.domain().str() == kModulesDomain) {
+    } else if (e.domain() == modules_domain()) {
       module_call(e, ids);
     } else {
       range(e, ids.external_id);

@@ -167,4 +167,21 @@ nlohmann::ordered_json overview_json(const Overview& o) {
           {"thresholds", thresholds_json(o.thresholds)}};
 }
 
+Json module_view_json(const std::vector<ModuleRow>& modules) {
+  Json rows = Json::array();
+  for (const ModuleRow& m : modules) {
+    rows.push_back({{"pid", m.pid},
+                    {"name", m.name},
+                    {"parent", m.parent >= 0 ? Json(m.parent) : Json(nullptr)},
+                    {"depth", m.depth},
+                    {"occurrences", m.occurrences},
+                    {"operators", m.operators},
+                    {"host_ns", m.host_ns},
+                    {"self_host_ns", m.self_host_ns},
+                    {"device_ns", m.device_ns},
+                    {"self_device_ns", m.self_device_ns}});
+  }
+  return rows;
+}
+
 }  // namespace torchprof

@@ -426,20 +426,7 @@ std::string render_summary_json(const Run& run, const std::vector<std::string>& 
   j["traces"] = std::move(files);
   // --with-modules: the module view, each process's instances depth first.
   if (const std::vector<ModuleRow> modules = module_view(run); !modules.empty()) {
-    Json rows = Json::array();
-    for (const ModuleRow& m : modules) {
-      rows.push_back({{"pid", m.pid},
-                      {"name", m.name},
-                      {"parent", m.parent >= 0 ? Json(m.parent) : Json(nullptr)},
-                      {"depth", m.depth},
-                      {"occurrences", m.occurrences},
-                      {"operators", m.operators},
-                      {"host_ns", m.host_ns},
-                      {"self_host_ns", m.self_host_ns},
-                      {"device_ns", m.device_ns},
-                      {"self_device_ns", m.self_device_ns}});
-    }
-    j["modules"] = std::move(rows);
+    j["modules"] = module_view_json(modules);
   }
   if (!run.inputs.empty()) j["inputs"] = inputs_json(run);
   if (ranks) j["ranks"] = rank_report_json(*ranks);

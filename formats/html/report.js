@@ -490,9 +490,11 @@
       name.setAttribute("data-depth", String(m.depth));
       name.title = "pid " + m.pid;
       tr.appendChild(name);
-      tr.appendChild(el("td", null, String(m.calls)));
-      tr.appendChild(el("td", null, String(m.ops)));
-      [m.host, m.self_host, m.device, m.self_device].forEach(function (ns) { tr.appendChild(el("td", null, fmtTime(ns))); });
+      tr.appendChild(el("td", null, String(m.occurrences)));
+      tr.appendChild(el("td", null, String(m.operators)));
+      [m.host_ns, m.self_host_ns, m.device_ns, m.self_device_ns].forEach(function (ns) {
+        tr.appendChild(el("td", null, fmtTime(ns)));
+      });
       tbody.appendChild(tr);
     });
     table.appendChild(thead);
